@@ -1,0 +1,221 @@
+// Package pandastack holds the vocabulary shared by every part of PandaStack:
+// sandboxes, templates, teams and API keys, the error codes users see, and the
+// interfaces (Store, Engine) that the server is assembled from. It imports only
+// the standard library; each dependency (QEMU, SQLite, HTTP) lives in its own
+// package that speaks these types.
+package pandastack
+
+import (
+	"context"
+	"io"
+	"time"
+)
+
+// Version is the product version reported by the server, CLI and agents.
+var Version = "0.1.0-dev"
+
+// SandboxState is where a sandbox is in its lifecycle.
+type SandboxState string
+
+const (
+	StateStarting SandboxState = "starting"
+	StateRunning  SandboxState = "running"
+	StateKilled   SandboxState = "killed"
+	StateExpired  SandboxState = "expired"
+	StateFailed   SandboxState = "failed"
+)
+
+// Live reports whether a sandbox in this state holds a VM.
+func (s SandboxState) Live() bool { return s == StateStarting || s == StateRunning }
+
+// Accel names the hardware accelerator a VM runs under.
+type Accel string
+
+const (
+	AccelKVM Accel = "kvm"
+	AccelTCG Accel = "tcg"
+)
+
+// Isolation says plainly what an accelerator means for untrusted code.
+func (a Accel) Isolation() string {
+	if a == AccelKVM {
+		return "hardware-isolated (KVM)"
+	}
+	return "software emulation (TCG): fine for development and CI, NOT a security boundary for untrusted code"
+}
+
+// Sandbox is a microVM restored from a template and owned by a team.
+type Sandbox struct {
+	ID         string            `json:"id"`
+	TeamID     string            `json:"team_id"`
+	Template   string            `json:"template"`
+	TemplateID string            `json:"template_id"` // the exact baked build it came from
+	State      SandboxState      `json:"state"`
+	Host       string            `json:"host"`
+	Accel      Accel             `json:"accel"`
+	Metadata   map[string]string `json:"metadata"`
+	Env        map[string]string `json:"env,omitempty"`
+	CPUs       int               `json:"cpus"`
+	MemoryMiB  int               `json:"memory_mib"`
+	CreatedAt  time.Time         `json:"created_at"`
+	ExpiresAt  time.Time         `json:"expires_at"`
+	EndedAt    *time.Time        `json:"ended_at,omitempty"`
+	EndReason  string            `json:"end_reason,omitempty"`
+}
+
+// Template is a baked guest image sandboxes are created from.
+type Template struct {
+	Name      string    `json:"name"`
+	ID        string    `json:"id"` // content key of the build inputs
+	CPUs      int       `json:"cpus"`
+	MemoryMiB int       `json:"memory_mib"`
+	DiskMiB   int       `json:"disk_mib"`
+	Accel     Accel     `json:"accel"`
+	Dir       string    `json:"-"`
+	BuiltAt   time.Time `json:"built_at"`
+	BuildMs   int64     `json:"build_ms"`
+}
+
+// Team is a tenant. Keys and sandboxes belong to exactly one team.
+type Team struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// APIKey is a credential. Only a hash of the secret is ever stored.
+type APIKey struct {
+	ID        string     `json:"id"`
+	TeamID    string     `json:"team_id"`
+	Name      string     `json:"name"`
+	Prefix    string     `json:"prefix"` // first characters of the key, for display
+	Hash      string     `json:"-"`
+	Admin     bool       `json:"admin"`
+	CreatedAt time.Time  `json:"created_at"`
+	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+}
+
+// SandboxFilter narrows a sandbox listing.
+type SandboxFilter struct {
+	TeamID   string
+	Metadata map[string]string
+	LiveOnly bool
+	Host     string
+}
+
+// Store persists control-plane state. Implementations: store/sqlite.
+// Methods return *Error with code NotFound or Conflict where those apply.
+type Store interface {
+	CreateTeam(ctx context.Context, t Team) error
+	GetTeam(ctx context.Context, id string) (Team, error)
+	TeamByName(ctx context.Context, name string) (Team, error)
+
+	CreateAPIKey(ctx context.Context, k APIKey) error
+	APIKeyByHash(ctx context.Context, hash string) (APIKey, error)
+	CountAPIKeys(ctx context.Context) (int, error)
+
+	PutSandbox(ctx context.Context, s Sandbox) error
+	GetSandbox(ctx context.Context, id string) (Sandbox, error)
+	ListSandboxes(ctx context.Context, f SandboxFilter) ([]Sandbox, error)
+	CountLiveSandboxes(ctx context.Context, teamID string) (int, error)
+
+	PutTemplate(ctx context.Context, t Template) error
+	GetTemplate(ctx context.Context, name string) (Template, error)
+	ListTemplates(ctx context.Context) ([]Template, error)
+
+	Close() error
+}
+
+// ExecRequest runs a command inside a sandbox.
+type ExecRequest struct {
+	// Cmd is run with /bin/sh -c. Either Cmd or Args is set.
+	Cmd            string            `json:"cmd,omitempty"`
+	Args           []string          `json:"args,omitempty"`
+	Env            map[string]string `json:"env,omitempty"`
+	Cwd            string            `json:"cwd,omitempty"`
+	User           string            `json:"user,omitempty"`
+	TimeoutSeconds float64           `json:"timeout_seconds,omitempty"`
+	Stdin          []byte            `json:"stdin,omitempty"`
+	Background     bool              `json:"background,omitempty"`
+}
+
+// ExecResult is how a command ended.
+type ExecResult struct {
+	ExitCode   int     `json:"exit_code"`
+	Signal     string  `json:"signal,omitempty"`
+	TimedOut   bool    `json:"timed_out"`
+	DurationMs float64 `json:"duration_ms"`
+}
+
+// ExecEvent is one item of a streamed exec: output, a start notice, or the end.
+type ExecEvent struct {
+	Type   string      `json:"type"` // "start", "stdout", "stderr", "exit", "error"
+	PID    int         `json:"pid,omitempty"`
+	Data   []byte      `json:"data,omitempty"`
+	Result *ExecResult `json:"result,omitempty"`
+	Error  *Error      `json:"error,omitempty"`
+}
+
+// Process is a command running in a sandbox.
+type Process struct {
+	PID        int       `json:"pid"`
+	Cmd        string    `json:"cmd"`
+	Args       []string  `json:"args"`
+	Background bool      `json:"background"`
+	Running    bool      `json:"running"`
+	ExitCode   *int      `json:"exit_code,omitempty"`
+	StartedAt  time.Time `json:"started_at"`
+}
+
+// FileInfo describes a path inside a sandbox.
+type FileInfo struct {
+	Name    string    `json:"name"`
+	Path    string    `json:"path"`
+	Size    int64     `json:"size"`
+	Mode    uint32    `json:"mode"`
+	IsDir   bool      `json:"is_dir"`
+	ModTime time.Time `json:"mod_time"`
+	Link    string    `json:"symlink_target,omitempty"`
+}
+
+// CreateRequest asks for a new sandbox.
+type CreateRequest struct {
+	TeamID     string
+	Template   string
+	TTL        time.Duration
+	Metadata   map[string]string
+	Env        map[string]string
+}
+
+// Guest is the live connection to one sandbox's guest agent.
+type Guest interface {
+	// Exec starts a command; events are delivered to fn in order. For a
+	// background command Exec returns after the start event.
+	Exec(ctx context.Context, req ExecRequest, stdin io.Reader, fn func(ExecEvent) error) (ExecResult, error)
+	Processes(ctx context.Context) ([]Process, error)
+	Attach(ctx context.Context, pid int, fn func(ExecEvent) error) (ExecResult, error)
+	Signal(ctx context.Context, pid int, signal string) error
+	ReadFile(ctx context.Context, path string, w io.Writer, start func(FileInfo) error) error
+	WriteFile(ctx context.Context, path string, mode uint32, r io.Reader) (FileInfo, error)
+	ListDir(ctx context.Context, path string) ([]FileInfo, error)
+	Stat(ctx context.Context, path string) (FileInfo, error)
+	MakeDir(ctx context.Context, path string) error
+	Remove(ctx context.Context, path string, recursive bool) error
+	Rename(ctx context.Context, from, to string) error
+	Ping(ctx context.Context) (time.Duration, error)
+}
+
+// Engine runs sandboxes on a host. Implemented by the host agent.
+type Engine interface {
+	Accel() Accel
+	Create(ctx context.Context, req CreateRequest) (Sandbox, error)
+	Guest(ctx context.Context, id string) (Guest, error)
+	Kill(ctx context.Context, id string, reason SandboxState) error
+	SetTTL(ctx context.Context, id string, ttl time.Duration) (Sandbox, error)
+}
+
+// TemplateBuilder builds (or finds in its cache) and bakes a named template,
+// writing human-readable progress lines to log.
+type TemplateBuilder interface {
+	Build(ctx context.Context, name string, log io.Writer) (Template, error)
+}
