@@ -1,0 +1,361 @@
+// Package hostagent owns the sandboxes on one host: it restores them from
+// templates through the VMM driver, holds the session with each guest agent,
+// expires them on their TTL, and after a restart re-attaches to the VMs that
+// are still running and removes what is left of the others. In single-node
+// mode it runs inside the server; it implements pandastack.Engine.
+package hostagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/guestconn"
+	"github.com/pandastack/pandastack/internal/vmm"
+)
+
+// Snapshots finds what a template is restored from.
+type Snapshots interface {
+	Snapshot(ctx context.Context, name string) (vmm.Snapshot, pandastack.Template, error)
+}
+
+// Config configures an Agent.
+type Config struct {
+	Host      string
+	Store     pandastack.Store
+	Driver    vmm.Driver
+	Templates Snapshots
+	Logger    *slog.Logger
+	// PoolSize is how many QEMU processes per template wait, started, for a
+	// create. 0 disables the pool.
+	PoolSize int
+	// ReadyTimeout bounds how long a restored guest may take to answer.
+	ReadyTimeout time.Duration
+}
+
+// Agent is the host agent.
+type Agent struct {
+	cfg  Config
+	log  *slog.Logger
+	mu   sync.Mutex
+	sbx  map[string]*sandbox
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+var _ pandastack.Engine = (*Agent)(nil)
+
+// sandbox is a live sandbox on this host.
+type sandbox struct {
+	mu     sync.Mutex
+	rec    pandastack.Sandbox
+	vm     vmm.VM
+	client *guestconn.Client
+}
+
+// New makes an Agent. Call Start to reconcile and begin expiring sandboxes.
+func New(cfg Config) *Agent {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.ReadyTimeout == 0 {
+		cfg.ReadyTimeout = 30 * time.Second
+	}
+	if cfg.Host == "" {
+		cfg.Host = "local"
+	}
+	return &Agent{cfg: cfg, log: cfg.Logger, sbx: map[string]*sandbox{}}
+}
+
+// Accel is the accelerator this host's VMs run under.
+func (a *Agent) Accel() pandastack.Accel { return a.cfg.Driver.Accel() }
+
+// Start reconciles with what survived an earlier run, then runs the TTL
+// reaper until Close.
+func (a *Agent) Start(ctx context.Context) error {
+	if err := a.reconcile(ctx); err != nil {
+		return fmt.Errorf("reconcile: %w", err)
+	}
+	rctx, cancel := context.WithCancel(context.Background())
+	a.stop = cancel
+	a.done = make(chan struct{})
+	go a.reap(rctx)
+	return nil
+}
+
+// Prewarm fills the pool of template name.
+func (a *Agent) Prewarm(ctx context.Context, name string) error {
+	if a.cfg.PoolSize <= 0 {
+		return nil
+	}
+	snap, _, err := a.cfg.Templates.Snapshot(ctx, name)
+	if err != nil {
+		return err
+	}
+	a.cfg.Driver.Prewarm(snap, a.cfg.PoolSize)
+	return nil
+}
+
+// Create restores a sandbox from its template and waits for its agent.
+func (a *Agent) Create(ctx context.Context, req pandastack.CreateRequest) (pandastack.Sandbox, error) {
+	t0 := time.Now()
+	snap, tpl, err := a.cfg.Templates.Snapshot(ctx, req.Template)
+	if err != nil {
+		return pandastack.Sandbox{}, err
+	}
+	if a.cfg.PoolSize > 0 {
+		a.cfg.Driver.Prewarm(snap, a.cfg.PoolSize)
+	}
+	v, err := a.cfg.Driver.Restore(ctx, snap)
+	if err != nil {
+		return pandastack.Sandbox{}, &pandastack.Error{Code: pandastack.EUnavailable, Message: "could not start the sandbox VM", Err: err}
+	}
+	client, err := a.connect(ctx, v)
+	if err != nil {
+		v.Kill(context.Background())
+		return pandastack.Sandbox{}, &pandastack.Error{Code: pandastack.EUnavailable, Message: "the sandbox did not become ready", Err: err}
+	}
+	now := time.Now().UTC()
+	rec := pandastack.Sandbox{
+		ID: v.ID(), TeamID: req.TeamID, Template: req.Template, TemplateID: tpl.ID, State: pandastack.StateRunning,
+		Host: a.cfg.Host, Accel: a.Accel(), Metadata: nonNil(req.Metadata), Env: req.Env,
+		CPUs: snap.Machine.CPUs, MemoryMiB: snap.Machine.MemoryMiB, CreatedAt: now, ExpiresAt: now.Add(req.TTL),
+	}
+	s := &sandbox{rec: rec, vm: v, client: client}
+	if err := a.cfg.Store.PutSandbox(ctx, rec); err != nil {
+		client.Close()
+		v.Kill(context.Background())
+		return pandastack.Sandbox{}, fmt.Errorf("record sandbox: %w", err)
+	}
+	a.mu.Lock()
+	a.sbx[rec.ID] = s
+	a.mu.Unlock()
+	go a.watch(s)
+	a.log.Info("sandbox created", "sandbox", rec.ID, "template", req.Template, "team", req.TeamID,
+		"ms", float64(time.Since(t0).Microseconds())/1000, "accel", a.Accel())
+	return rec, nil
+}
+
+func nonNil(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
+}
+
+// agentConner is implemented by drivers that connect the agent socket ahead
+// of the restore.
+type agentConner interface {
+	AgentConn(ctx context.Context) (net.Conn, error)
+}
+
+// connect starts a session with the VM's guest agent.
+func (a *Agent) connect(ctx context.Context, v vmm.VM) (*guestconn.Client, error) {
+	ctx, cancel := context.WithTimeout(ctx, a.cfg.ReadyTimeout)
+	defer cancel()
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		select {
+		case <-v.Exited():
+			cancel()
+		case <-stop:
+		}
+	}()
+	var c *guestconn.Conn
+	if ac, ok := v.(agentConner); ok {
+		nc, err := ac.AgentConn(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("connect agent: %w", err)
+		}
+		c = guestconn.NewConn(nc)
+	} else {
+		var err error
+		if c, err = guestconn.Dial(ctx, v.AgentSocket()); err != nil {
+			return nil, err
+		}
+	}
+	client, _, err := c.Handshake(ctx)
+	if err != nil {
+		c.Close()
+		select {
+		case <-v.Exited():
+			return nil, fmt.Errorf("vm exited before its agent answered: %w", err)
+		default:
+		}
+		return nil, err
+	}
+	return client, nil
+}
+
+// watch notices a VM that died on its own.
+func (a *Agent) watch(s *sandbox) {
+	<-s.vm.Exited()
+	a.mu.Lock()
+	cur := a.sbx[s.rec.ID]
+	a.mu.Unlock()
+	if cur == s {
+		a.log.Warn("sandbox vm exited unexpectedly", "sandbox", s.rec.ID)
+		_ = a.end(context.Background(), s, pandastack.StateFailed, "the VM process exited")
+	}
+}
+
+// get returns a live sandbox, or the reason it is not live.
+func (a *Agent) get(ctx context.Context, id string) (*sandbox, error) {
+	a.mu.Lock()
+	s := a.sbx[id]
+	a.mu.Unlock()
+	if s != nil {
+		return s, nil
+	}
+	rec, err := a.cfg.Store.GetSandbox(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if !rec.State.Live() {
+		when := ""
+		if rec.EndedAt != nil {
+			when = " at " + rec.EndedAt.Format(time.RFC3339)
+		}
+		return nil, pandastack.Errorf(pandastack.EGone, "sandbox %s is %s%s", id, rec.State, when)
+	}
+	return nil, pandastack.Errorf(pandastack.EUnavailable, "sandbox %s is not running on this host", id)
+}
+
+// Guest returns the sandbox's guest agent session; exec merges the env the
+// sandbox was created with.
+func (a *Agent) Guest(ctx context.Context, id string) (pandastack.Guest, error) {
+	s, err := a.get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return &guest{Client: s.client, env: s.rec.Env}, nil
+}
+
+type guest struct {
+	*guestconn.Client
+	env map[string]string
+}
+
+func (g *guest) Exec(ctx context.Context, req pandastack.ExecRequest, stdin io.Reader, fn func(pandastack.ExecEvent) error) (pandastack.ExecResult, error) {
+	if len(g.env) > 0 {
+		env := maps.Clone(g.env)
+		maps.Copy(env, req.Env)
+		req.Env = env
+	}
+	return g.Client.Exec(ctx, req, stdin, fn)
+}
+
+// Kill ends a sandbox. Killing one that already ended is not an error.
+func (a *Agent) Kill(ctx context.Context, id string, reason pandastack.SandboxState) error {
+	s, err := a.get(ctx, id)
+	if err != nil {
+		if pandastack.ErrorCode(err) == pandastack.EGone {
+			return nil
+		}
+		return err
+	}
+	return a.end(ctx, s, reason, "")
+}
+
+// end stops the VM, removes its files and records the end.
+func (a *Agent) end(ctx context.Context, s *sandbox, state pandastack.SandboxState, why string) error {
+	a.mu.Lock()
+	if a.sbx[s.rec.ID] != s {
+		a.mu.Unlock()
+		return nil
+	}
+	delete(a.sbx, s.rec.ID)
+	a.mu.Unlock()
+	s.client.Close()
+	kerr := s.vm.Kill(ctx)
+	s.mu.Lock()
+	now := time.Now().UTC()
+	s.rec.State, s.rec.EndedAt, s.rec.EndReason = state, &now, why
+	if why == "" {
+		s.rec.EndReason = string(state)
+	}
+	rec := s.rec
+	s.mu.Unlock()
+	err := a.cfg.Store.PutSandbox(context.WithoutCancel(ctx), rec)
+	a.log.Info("sandbox ended", "sandbox", rec.ID, "state", state, "reason", rec.EndReason)
+	return errors.Join(kerr, err)
+}
+
+// SetTTL moves a sandbox's expiry to now+ttl.
+func (a *Agent) SetTTL(ctx context.Context, id string, ttl time.Duration) (pandastack.Sandbox, error) {
+	s, err := a.get(ctx, id)
+	if err != nil {
+		return pandastack.Sandbox{}, err
+	}
+	s.mu.Lock()
+	s.rec.ExpiresAt = time.Now().UTC().Add(ttl)
+	rec := s.rec
+	s.mu.Unlock()
+	if err := a.cfg.Store.PutSandbox(ctx, rec); err != nil {
+		return rec, fmt.Errorf("record ttl: %w", err)
+	}
+	return rec, nil
+}
+
+// reap expires sandboxes whose TTL ran out.
+func (a *Agent) reap(ctx context.Context) {
+	defer close(a.done)
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		var due []*sandbox
+		a.mu.Lock()
+		for _, s := range a.sbx {
+			s.mu.Lock()
+			if now.After(s.rec.ExpiresAt) {
+				due = append(due, s)
+			}
+			s.mu.Unlock()
+		}
+		a.mu.Unlock()
+		for _, s := range due {
+			if err := a.end(ctx, s, pandastack.StateExpired, "ttl expired"); err != nil {
+				a.log.Error("expire sandbox", "sandbox", s.rec.ID, "err", err)
+			}
+		}
+	}
+}
+
+// Close stops the reaper. With killAll, every sandbox on the host is ended
+// too; otherwise they keep running and the next Start re-attaches to them.
+func (a *Agent) Close(ctx context.Context, killAll bool) error {
+	if a.stop != nil {
+		a.stop()
+		<-a.done
+	}
+	var errs []error
+	a.mu.Lock()
+	all := make([]*sandbox, 0, len(a.sbx))
+	for _, s := range a.sbx {
+		all = append(all, s)
+	}
+	a.mu.Unlock()
+	for _, s := range all {
+		if killAll {
+			errs = append(errs, a.end(ctx, s, pandastack.StateKilled, "host shut down"))
+		} else {
+			s.client.Close()
+		}
+	}
+	errs = append(errs, a.cfg.Driver.Close())
+	return errors.Join(errs...)
+}

@@ -1,0 +1,278 @@
+// Package server assembles a single-node PandaStack: the SQLite store, the
+// QEMU driver (after probing KVM), the template builder, the host agent and
+// the HTTP API, all in one process over one data directory.
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/api"
+	"github.com/pandastack/pandastack/internal/hostagent"
+	"github.com/pandastack/pandastack/internal/store/sqlite"
+	"github.com/pandastack/pandastack/internal/templates"
+	"github.com/pandastack/pandastack/internal/vmm/qemu"
+)
+
+// Config configures a server.
+type Config struct {
+	DataDir   string
+	Listen    string // e.g. 127.0.0.1:8080
+	AgentPath string // pandastack-guest; default: beside this executable
+	// Accel is "auto" (probe), "kvm" or "tcg".
+	Accel string
+	// Templates are built (or found in the cache) at start, in the background.
+	Templates []string
+	PoolSize  int
+	// KillOnExit ends every sandbox when the server stops; otherwise they
+	// keep running and the next start re-attaches to them.
+	KillOnExit bool
+	// MaxLivePerTeam caps each team's live sandboxes (0: no cap).
+	MaxLivePerTeam int
+	Logger         *slog.Logger
+	// Ready, if set, is called with the listening address once serving.
+	Ready func(addr string)
+}
+
+// Server is a running single-node PandaStack.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	store   *sqlite.Store
+	builder *templates.Builder
+	agent   *hostagent.Agent
+	probe   qemu.ProbeResult
+
+	mu     sync.Mutex
+	builds map[string]string // template → "building", "ready" or an error
+}
+
+// FindAgent locates the pandastack-guest binary: beside the running
+// executable, then on PATH.
+func FindAgent() (string, error) {
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), "pandastack-guest")
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	p, err := exec.LookPath("pandastack-guest")
+	if err != nil {
+		return "", fmt.Errorf("pandastack-guest not found beside the pandastack binary or on PATH (run `make`)")
+	}
+	return filepath.Abs(p)
+}
+
+// Run serves until ctx is cancelled.
+func Run(ctx context.Context, cfg Config) error {
+	s, err := Open(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	return s.Serve(ctx)
+}
+
+// Open prepares everything but the listener: store, admin key, accelerator
+// probe, driver, host agent (reconciled).
+func Open(ctx context.Context, cfg Config) (*Server, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	log := cfg.Logger
+	if cfg.AgentPath == "" {
+		p, err := FindAgent()
+		if err != nil {
+			return nil, err
+		}
+		cfg.AgentPath = p
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o711); err != nil {
+		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	// VM processes run as unprivileged uids and must reach template files.
+	_ = os.Chmod(cfg.DataDir, 0o711)
+	store, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "pandastack.db"))
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	s := &Server{cfg: cfg, log: log, store: store, builds: map[string]string{}}
+	ok := false
+	defer func() {
+		if !ok {
+			store.Close()
+		}
+	}()
+	key, created, err := api.Bootstrap(ctx, store)
+	if err != nil {
+		return nil, fmt.Errorf("bootstrap admin key: %w", err)
+	}
+	if created {
+		kp := filepath.Join(cfg.DataDir, "admin-key")
+		if err := os.WriteFile(kp, []byte(key+"\n"), 0o600); err != nil {
+			return nil, fmt.Errorf("write admin key: %w", err)
+		}
+		fmt.Fprintf(os.Stderr, "\nAdmin API key (also in %s):\n\n    %s\n\n", kp, key)
+	}
+	s.builder, err = templates.New(templates.Config{DataDir: cfg.DataDir, Store: store, AgentPath: cfg.AgentPath, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	s.probe, err = s.chooseAccel(ctx)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("accelerator chosen", "accel", s.probe.Accel, "reason", s.probe.Reason, "isolation", s.probe.Accel.Isolation())
+	if s.probe.Accel == pandastack.AccelTCG {
+		log.Warn("VMs run under TCG software emulation: not a security boundary for untrusted code; use a host with working KVM in production")
+	}
+	uidBase := 0
+	if os.Getuid() == 0 {
+		uidBase = qemu.DefaultUIDBase
+	}
+	drv, err := qemu.New(qemu.Config{Dir: filepath.Join(cfg.DataDir, "vms"), Accel: s.probe.Accel, UIDBase: uidBase, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	s.builder.UseDriver(drv)
+	s.agent = hostagent.New(hostagent.Config{Store: store, Driver: drv, Templates: s.builder, Logger: log, PoolSize: cfg.PoolSize})
+	if err := s.agent.Start(ctx); err != nil {
+		drv.Close()
+		return nil, err
+	}
+	ok = true
+	return s, nil
+}
+
+// chooseAccel honours an explicit choice, or probes (cached per kernel, QEMU
+// and host kernel in DATA/accel.json).
+func (s *Server) chooseAccel(ctx context.Context) (qemu.ProbeResult, error) {
+	switch s.cfg.Accel {
+	case "tcg":
+		return qemu.ProbeResult{Accel: pandastack.AccelTCG, Reason: "chosen by --accel tcg"}, nil
+	case "kvm":
+		return qemu.ProbeResult{Accel: pandastack.AccelKVM, Reason: "chosen by --accel kvm"}, nil
+	case "", "auto":
+	default:
+		return qemu.ProbeResult{}, fmt.Errorf("--accel must be auto, kvm or tcg, not %q", s.cfg.Accel)
+	}
+	bt, err := s.builder.BootFiles(ctx, logWriter{s.log, "kernel"})
+	if err != nil {
+		return qemu.ProbeResult{}, err
+	}
+	uname, _ := os.ReadFile("/proc/sys/kernel/osrelease")
+	cacheKey := strings.Join([]string{bt.Kernel.Package, bt.InitrdKey, strings.TrimSpace(string(uname)), templates.QEMUVersion()}, "|")
+	cachePath := filepath.Join(s.cfg.DataDir, "accel.json")
+	var cached struct {
+		Key    string           `json:"key"`
+		Result qemu.ProbeResult `json:"result"`
+	}
+	if b, err := os.ReadFile(cachePath); err == nil && json.Unmarshal(b, &cached) == nil && cached.Key == cacheKey {
+		return cached.Result, nil
+	}
+	res := qemu.Probe(ctx, "", bt.Kernel.Vmlinuz, bt.Initrd)
+	cached.Key, cached.Result = cacheKey, res
+	b, _ := json.Marshal(cached)
+	_ = os.WriteFile(cachePath, b, 0o644)
+	return res, nil
+}
+
+// Probe reports the accelerator decision.
+func (s *Server) Probe() qemu.ProbeResult { return s.probe }
+
+// BuildTemplates builds (or validates the cache of) each template, then
+// fills its pool.
+func (s *Server) BuildTemplates(ctx context.Context, names []string) error {
+	var errs []error
+	for _, name := range names {
+		s.setBuild(name, "building")
+		_, err := s.builder.Build(ctx, name, logWriter{s.log, "template " + name})
+		if err != nil {
+			s.setBuild(name, err.Error())
+			s.log.Error("template build failed", "template", name, "err", err)
+			errs = append(errs, fmt.Errorf("build template %s: %w", name, err))
+			continue
+		}
+		s.setBuild(name, "ready")
+		if err := s.agent.Prewarm(ctx, name); err != nil {
+			s.log.Warn("prewarm", "template", name, "err", err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (s *Server) setBuild(name, st string) {
+	s.mu.Lock()
+	s.builds[name] = st
+	s.mu.Unlock()
+}
+
+// Handler is the HTTP API.
+func (s *Server) Handler() http.Handler {
+	return api.New(api.Config{Store: s.store, Engine: s.agent, Builder: s.builder, Logger: s.log,
+		MaxLiveSandboxesPerTeam: s.cfg.MaxLivePerTeam}).Handler()
+}
+
+// Serve listens and serves until ctx is done, building the configured
+// templates in the background; then it shuts down.
+func (s *Server) Serve(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		s.Close(context.Background())
+		return fmt.Errorf("listen: %w", err)
+	}
+	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	bctx, cancelBuilds := context.WithCancel(ctx)
+	defer cancelBuilds()
+	go func() { _ = s.BuildTemplates(bctx, s.cfg.Templates) }()
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	s.log.Info("serving", "addr", ln.Addr().String(), "data_dir", s.cfg.DataDir, "accel", s.probe.Accel)
+	if s.cfg.Ready != nil {
+		s.cfg.Ready(ln.Addr().String())
+	}
+	select {
+	case err = <-errc:
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_ = srv.Shutdown(sctx)
+		cancel()
+	}
+	cancelBuilds()
+	return errors.Join(err, s.Close(context.Background()))
+}
+
+// Close stops the host agent (killing sandboxes when KillOnExit) and the store.
+func (s *Server) Close(ctx context.Context) error {
+	err := s.agent.Close(ctx, s.cfg.KillOnExit)
+	return errors.Join(err, s.store.Close())
+}
+
+// logWriter turns progress lines into log records.
+type logWriter struct {
+	log  *slog.Logger
+	what string
+}
+
+func (w logWriter) Write(p []byte) (int, error) {
+	for _, line := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
+		if line != "" && !strings.Contains(line, "(Reading database ...") {
+			w.log.Info(w.what, "msg", line)
+		}
+	}
+	return len(p), nil
+}
+
+// Engine is the host agent (for in-process tests and benchmarks).
+func (s *Server) Engine() pandastack.Engine { return s.agent }

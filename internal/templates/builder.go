@@ -1,0 +1,375 @@
+package templates
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/guestconn"
+	"github.com/pandastack/pandastack/internal/guestimage"
+	"github.com/pandastack/pandastack/internal/vmm"
+	"github.com/pandastack/pandastack/internal/vmm/qemu"
+)
+
+// Config configures a Builder.
+type Config struct {
+	DataDir   string // baked templates live in DataDir/templates
+	CacheDir  string // kernel, root filesystem and image layers; default DataDir/cache
+	Driver    vmm.Driver
+	Store     pandastack.Store
+	AgentPath string // the pandastack-guest binary (static)
+	Logger    *slog.Logger
+}
+
+// Builder builds templates. It implements pandastack.TemplateBuilder.
+type Builder struct {
+	cfg   Config
+	log   *slog.Logger
+	mu    sync.Mutex
+	locks map[string]*sync.Mutex
+}
+
+var _ pandastack.TemplateBuilder = (*Builder)(nil)
+
+// New makes a Builder.
+func New(cfg Config) (*Builder, error) {
+	if cfg.CacheDir == "" {
+		cfg.CacheDir = filepath.Join(cfg.DataDir, "cache")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if _, err := os.Stat(cfg.AgentPath); err != nil {
+		return nil, fmt.Errorf("guest agent binary: %w", err)
+	}
+	for _, d := range []string{cfg.CacheDir, filepath.Join(cfg.DataDir, "templates")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("create %s: %w", d, err)
+		}
+	}
+	return &Builder{cfg: cfg, log: cfg.Logger, locks: map[string]*sync.Mutex{}}, nil
+}
+
+func (b *Builder) lock(name string) func() {
+	b.mu.Lock()
+	l := b.locks[name]
+	if l == nil {
+		l = &sync.Mutex{}
+		b.locks[name] = l
+	}
+	b.mu.Unlock()
+	l.Lock()
+	return l.Unlock
+}
+
+func hashOf(parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))[:24]
+}
+
+func fileHash(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// UseDriver sets the VMM driver bakes run on (it is chosen after probing
+// with the boot files this Builder makes).
+func (b *Builder) UseDriver(d vmm.Driver) { b.cfg.Driver = d }
+
+// Boot is what a guest boots with: kernel, initramfs and their keys.
+type Boot struct {
+	Kernel    guestimage.Kernel
+	Initrd    string
+	InitrdKey string
+	AgentHash string
+}
+
+// BootFiles fetches the kernel and makes the initramfs (both cached).
+func (b *Builder) BootFiles(ctx context.Context, progress io.Writer) (Boot, error) {
+	var bt Boot
+	k, err := guestimage.FetchKernel(ctx, b.cfg.CacheDir, progress)
+	if err != nil {
+		return bt, fmt.Errorf("fetch kernel: %w", err)
+	}
+	bt.Kernel = k
+	if bt.AgentHash, err = fileHash(b.cfg.AgentPath); err != nil {
+		return bt, fmt.Errorf("hash guest agent: %w", err)
+	}
+	bt.InitrdKey = hashOf("initrd", k.Package, bt.AgentHash, strings.Join(Modules, ","))
+	bt.Initrd = filepath.Join(b.cfg.CacheDir, "initrd", bt.InitrdKey+".img")
+	if _, err := os.Stat(bt.Initrd); err == nil {
+		return bt, nil
+	}
+	mods, err := k.ResolveModules(Modules)
+	if err != nil {
+		return bt, fmt.Errorf("resolve modules: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(bt.Initrd), 0o755); err != nil {
+		return bt, err
+	}
+	if err := guestimage.WriteInitramfs(bt.Initrd, b.cfg.AgentPath, mods); err != nil {
+		return bt, fmt.Errorf("write initramfs: %w", err)
+	}
+	return bt, nil
+}
+
+// record is template.json in a baked template's directory.
+type record struct {
+	Template pandastack.Template `json:"template"`
+	Machine  vmm.Machine         `json:"machine"`
+	Disk     string              `json:"disk"`
+	ColdBoot float64             `json:"cold_boot_ms"`
+}
+
+func (b *Builder) dir(name, id string) string {
+	return filepath.Join(b.cfg.DataDir, "templates", name, id)
+}
+
+// Build makes (or finds) the baked template name, and records it in the store.
+func (b *Builder) Build(ctx context.Context, name string, progress io.Writer) (pandastack.Template, error) {
+	def, ok := Catalog[name]
+	if !ok {
+		return pandastack.Template{}, pandastack.Errorf(pandastack.ENotFound, "no template named %q in the catalog (known: %s)", name, catalogNames())
+	}
+	defer b.lock(name)()
+	t0 := time.Now()
+	step := func(n int, what string) { fmt.Fprintf(progress, "[%d/5] %s\n", n, what) }
+	step(1, "kernel and initramfs")
+	bt, err := b.BootFiles(ctx, progress)
+	if err != nil {
+		return pandastack.Template{}, err
+	}
+	step(2, "root filesystem (debootstrap "+def.Rootfs.Suite+")")
+	rootfs, err := guestimage.BuildRootfs(ctx, b.cfg.CacheDir, def.Rootfs, progress)
+	if err != nil {
+		return pandastack.Template{}, fmt.Errorf("build root filesystem: %w", err)
+	}
+	step(3, "disk image")
+	imgKey := hashOf("image", def.Rootfs.Key(), bt.AgentHash, fmt.Sprint(def.DiskMiB))
+	img := filepath.Join(b.cfg.CacheDir, "images", imgKey+".raw")
+	if _, err := os.Stat(img); err != nil {
+		if err := os.MkdirAll(filepath.Dir(img), 0o755); err != nil {
+			return pandastack.Template{}, err
+		}
+		if _, err := guestimage.WriteExt4(ctx, img, rootfs, map[string]string{"/usr/sbin/pandastack-guest": b.cfg.AgentPath}, def.DiskMiB); err != nil {
+			return pandastack.Template{}, fmt.Errorf("write disk image: %w", err)
+		}
+		_ = os.Chmod(img, 0o444)
+	}
+	m := vmm.Machine{CPUs: def.CPUs, MemoryMiB: def.MemoryMiB, Kernel: bt.Kernel.Vmlinuz, Initrd: bt.Initrd, Cmdline: qemu.DefaultCmdline}
+	id := hashOf("bake", imgKey, bt.InitrdKey, bt.Kernel.Package, fmt.Sprint(m.CPUs, m.MemoryMiB, m.Cmdline), string(b.cfg.Driver.Accel()), qemuVersion(), def.Warm)
+	dir := b.dir(name, id)
+	step(4, "bake (cold boot, then save the VM)")
+	rec, err := readRecord(dir)
+	if err != nil {
+		rec, err = b.bake(ctx, def, m, img, dir, id, progress)
+		if err != nil {
+			return pandastack.Template{}, err
+		}
+		rec.Template.BuildMs = time.Since(t0).Milliseconds()
+		if err := writeRecord(dir, rec); err != nil {
+			return pandastack.Template{}, err
+		}
+	} else {
+		fmt.Fprintf(progress, "cached: %s\n", dir)
+	}
+	step(5, "register")
+	if err := b.cfg.Store.PutTemplate(ctx, rec.Template); err != nil {
+		return pandastack.Template{}, fmt.Errorf("record template: %w", err)
+	}
+	fmt.Fprintf(progress, "template %s ready (%s, cold boot %.0f ms, %s)\n", name, id, rec.ColdBoot, time.Since(t0).Round(time.Millisecond))
+	return rec.Template, nil
+}
+
+func catalogNames() string {
+	var n []string
+	for k := range Catalog {
+		n = append(n, k)
+	}
+	return strings.Join(n, ", ")
+}
+
+func readRecord(dir string) (record, error) {
+	var r record
+	b, err := os.ReadFile(filepath.Join(dir, "template.json"))
+	if err != nil {
+		return r, err
+	}
+	return r, json.Unmarshal(b, &r)
+}
+
+func writeRecord(dir string, r record) error {
+	b, _ := json.MarshalIndent(r, "", "  ")
+	tmp := filepath.Join(dir, "template.json.tmp")
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(dir, "template.json"))
+}
+
+var qemuVer struct {
+	once sync.Once
+	v    string
+}
+
+// QEMUVersion is the first line of `qemu-system-x86_64 --version`; part of
+// every bake key, since device state does not restore across versions.
+func QEMUVersion() string { return qemuVersion() }
+
+func qemuVersion() string {
+	qemuVer.once.Do(func() {
+		out, _ := exec.Command("qemu-system-x86_64", "--version").Output()
+		qemuVer.v = strings.SplitN(string(out), "\n", 2)[0]
+	})
+	return qemuVer.v
+}
+
+// bake cold-boots the image, waits for the agent, warms the page cache, and
+// saves the VM: RAM file plus device state plus the disk as it was.
+func (b *Builder) bake(ctx context.Context, def Def, m vmm.Machine, img, dir, id string, progress io.Writer) (record, error) {
+	var rec record
+	tmp := dir + ".tmp"
+	_ = os.RemoveAll(tmp)
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		return rec, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			os.RemoveAll(tmp)
+		}
+	}()
+	disk := filepath.Join(tmp, "disk.qcow2")
+	if out, err := exec.CommandContext(ctx, "qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", img, disk).CombinedOutput(); err != nil {
+		return rec, fmt.Errorf("create bake disk: %v: %s", err, out)
+	}
+	// The final paths are used from the start: the disk overlay is named by
+	// its final location in clones' backing chains.
+	finalDisk := filepath.Join(dir, "disk.qcow2")
+	mem := filepath.Join(tmp, "mem")
+	t0 := time.Now()
+	v, err := b.cfg.Driver.Boot(ctx, vmm.BootSpec{Machine: m, Disk: disk, MemFile: mem})
+	if err != nil {
+		return rec, fmt.Errorf("boot: %w", err)
+	}
+	defer v.Kill(context.Background())
+	bootCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	go func() {
+		select {
+		case <-v.Exited():
+			cancel()
+		case <-bootCtx.Done():
+		}
+	}()
+	var cl *guestconn.Client
+	for {
+		c, err := guestconn.Dial(bootCtx, v.AgentSocket())
+		if err == nil {
+			hctx, hcancel := context.WithTimeout(bootCtx, 2*time.Minute)
+			cl, _, err = c.Handshake(hctx)
+			hcancel()
+			if err == nil {
+				break
+			}
+			c.Close()
+		}
+		if bootCtx.Err() != nil {
+			return rec, fmt.Errorf("wait for guest agent: %w; console: %s", err, tail(filepath.Join(v.Dir(), "serial.log")))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	rec.ColdBoot = float64(time.Since(t0).Microseconds()) / 1000
+	fmt.Fprintf(progress, "guest agent answered after %.0f ms (cold boot, %s)\n", rec.ColdBoot, b.cfg.Driver.Accel())
+	if def.Warm != "" {
+		res, err := cl.Exec(bootCtx, pandastack.ExecRequest{Cmd: def.Warm, TimeoutSeconds: 120}, nil, func(pandastack.ExecEvent) error { return nil })
+		if err != nil || res.ExitCode != 0 {
+			return rec, fmt.Errorf("warm-up command %q failed: exit %d: %v", def.Warm, res.ExitCode, err)
+		}
+	}
+	if err := cl.Sync(bootCtx); err != nil {
+		return rec, fmt.Errorf("sync guest disks: %w", err)
+	}
+	if err := v.SaveState(bootCtx, filepath.Join(tmp, "state")); err != nil {
+		return rec, fmt.Errorf("save vm state: %w", err)
+	}
+	cl.Close()
+	if err := v.Kill(ctx); err != nil {
+		return rec, err
+	}
+	_ = os.RemoveAll(dir)
+	if err := os.Rename(tmp, dir); err != nil {
+		return rec, fmt.Errorf("install template: %w", err)
+	}
+	ok = true
+	if err := b.cfg.Driver.Seal(vmm.Snapshot{MemFile: filepath.Join(dir, "mem"), StateFile: filepath.Join(dir, "state"), BaseDisk: finalDisk}); err != nil {
+		os.RemoveAll(dir)
+		return rec, err
+	}
+	rec.Machine = m
+	rec.Disk = finalDisk
+	rec.Template = pandastack.Template{Name: def.Name, ID: id, CPUs: m.CPUs, MemoryMiB: m.MemoryMiB, DiskMiB: def.DiskMiB,
+		Accel: b.cfg.Driver.Accel(), BuiltAt: time.Now().UTC()}
+	return rec, nil
+}
+
+func tail(path string) string {
+	b, _ := os.ReadFile(path)
+	s := strings.TrimSpace(string(b))
+	if len(s) > 800 {
+		s = s[len(s)-800:]
+	}
+	return s
+}
+
+// Snapshot returns what to restore template name from: the build the store
+// names as current.
+func (b *Builder) Snapshot(ctx context.Context, name string) (vmm.Snapshot, pandastack.Template, error) {
+	t, err := b.cfg.Store.GetTemplate(ctx, name)
+	if err != nil {
+		if pandastack.ErrorCode(err) == pandastack.ENotFound {
+			return vmm.Snapshot{}, t, pandastack.Errorf(pandastack.ENotFound, "template %q not found: build it with `pandastack template build %s`", name, name)
+		}
+		return vmm.Snapshot{}, t, err
+	}
+	dir := b.dir(name, t.ID)
+	rec, err := readRecord(dir)
+	if err != nil {
+		return vmm.Snapshot{}, t, fmt.Errorf("read template %s: %w", name, err)
+	}
+	return vmm.Snapshot{Key: name + "/" + t.ID, Machine: rec.Machine, MemFile: filepath.Join(dir, "mem"),
+		StateFile: filepath.Join(dir, "state"), BaseDisk: rec.Disk}, t, nil
+}
+
+// ColdBootMs returns the recorded cold boot time of a template.
+func (b *Builder) ColdBootMs(ctx context.Context, name string) (float64, error) {
+	t, err := b.cfg.Store.GetTemplate(ctx, name)
+	if err != nil {
+		return 0, err
+	}
+	rec, err := readRecord(b.dir(name, t.ID))
+	return rec.ColdBoot, err
+}

@@ -1,0 +1,53 @@
+// Package templates builds and bakes the guest images sandboxes are restored
+// from. A build is layered, each layer cached on disk under a key of its
+// inputs: the Debian kernel package, the debootstrapped root filesystem, the
+// ext4 image with the guest agent, the initramfs, and finally the bake — a
+// cold boot until the agent answers, then the VM's RAM file and device state
+// saved as the template's snapshot. A second build of unchanged inputs does no
+// work; an interrupted build leaves no half layer behind.
+package templates
+
+import (
+	"github.com/pandastack/pandastack/internal/guestimage"
+)
+
+// Def is a template's recipe.
+type Def struct {
+	Name      string
+	Rootfs    guestimage.RootfsSpec
+	CPUs      int
+	MemoryMiB int
+	DiskMiB   int // 0: sized to the content plus 1 GiB free
+	// Warm runs in the guest before the bake, so what it reads is in the
+	// snapshot's page cache.
+	Warm string
+}
+
+// DebianMirror is where guest root filesystems come from.
+const DebianMirror = "http://deb.debian.org/debian"
+
+// Catalog lists the templates this version knows how to build.
+var Catalog = map[string]Def{
+	"base": {
+		Name: "base",
+		Rootfs: guestimage.RootfsSpec{Suite: "trixie", Mirror: DebianMirror, Packages: []string{
+			"python3", "python3-pip", "python3-venv", "nodejs", "npm", "git", "curl", "ca-certificates",
+			"build-essential", "procps", "iproute2", "less", "nano", "unzip", "xz-utils",
+		}},
+		CPUs: 1, MemoryMiB: 512,
+		Warm: "python3 -c 'import json, os, sys' && node -e 0 && sh -c true",
+	},
+	// minimal is the smallest useful guest: a shell and python3. Tests and
+	// quick experiments use it; it builds in about a minute.
+	"minimal": {
+		Name: "minimal",
+		Rootfs: guestimage.RootfsSpec{Suite: "trixie", Mirror: DebianMirror, Packages: []string{
+			"python3-minimal", "procps",
+		}},
+		CPUs: 1, MemoryMiB: 512,
+		Warm: "python3 -c 'import os' && sh -c true",
+	},
+}
+
+// Modules are the kernel modules every guest loads from its initramfs.
+var Modules = []string{"virtio_mmio", "virtio_blk", "virtio_console", "virtio_net", "virtio_rng"}

@@ -1,0 +1,85 @@
+package qemu
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/guestproto"
+	"github.com/pandastack/pandastack/internal/vmm"
+)
+
+// Files of a VM inside its directory. Socket paths must stay under 108 bytes.
+const (
+	qmpSock   = "qmp.sock"
+	agentSock = "agent.sock"
+	diskFile  = "disk.qcow2"
+	serialLog = "serial.log"
+	qemuLog   = "qemu.log"
+	metaFile  = "vm.json"
+)
+
+// sandboxPolicy is QEMU's seccomp filter: no obsolete syscalls, no privilege
+// changes, no fork/exec, no resource-control calls. Migration therefore goes
+// through passed file descriptors, never "exec:".
+const sandboxPolicy = "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"
+
+type argSpec struct {
+	dir        string
+	accel      pandastack.Accel
+	m          vmm.Machine
+	memFile    string
+	shared     bool
+	disk       string
+	diskFormat string
+	incoming   bool
+	romOff     bool
+}
+
+func buildArgs(s argSpec) []string {
+	cpu := "max"
+	accel := "tcg,thread=multi"
+	if s.accel == pandastack.AccelKVM {
+		cpu = "host"
+		accel = "kvm"
+	}
+	// A restore maps the template's RAM file privately: writes land in the
+	// clone's own anonymous pages, never in the file. QEMU >= 8.2 can also
+	// open it read-only (rom=off keeps the guest RAM writable).
+	share := "off"
+	if s.romOff {
+		share = "off,readonly=on,rom=off"
+	}
+	if s.shared {
+		share = "on"
+	}
+	args := []string{
+		"-name", filepath.Base(s.dir),
+		"-M", "microvm,acpi=on,memory-backend=mem",
+		"-accel", accel,
+		"-cpu", cpu,
+		"-smp", fmt.Sprint(s.m.CPUs),
+		"-m", fmt.Sprintf("%dM", s.m.MemoryMiB),
+		"-object", fmt.Sprintf("memory-backend-file,id=mem,size=%dM,mem-path=%s,share=%s", s.m.MemoryMiB, s.memFile, share),
+		"-nodefaults", "-no-user-config", "-nographic", "-no-reboot",
+		"-kernel", s.m.Kernel,
+		"-initrd", s.m.Initrd,
+		"-append", s.m.Cmdline,
+		"-chardev", "file,id=serial,path=" + filepath.Join(s.dir, serialLog),
+		"-serial", "chardev:serial",
+		"-drive", fmt.Sprintf("id=root,file=%s,format=%s,if=none,discard=unmap,cache=writeback", s.disk, s.diskFormat),
+		"-device", "virtio-blk-device,drive=root",
+		"-device", "virtio-serial-device,max_ports=2",
+		"-chardev", "socket,id=agent,path=" + filepath.Join(s.dir, agentSock) + ",server=on,wait=off",
+		"-device", "virtserialport,chardev=agent,name=" + guestproto.PortName,
+		"-qmp", "unix:" + filepath.Join(s.dir, qmpSock) + ",server=on,wait=off",
+		"-sandbox", sandboxPolicy,
+	}
+	if s.incoming {
+		args = append(args, "-incoming", "defer")
+	}
+	return args
+}
+
+// DefaultCmdline is the guest kernel command line for PandaStack images.
+const DefaultCmdline = "console=ttyS0 quiet loglevel=3 panic=-1 random.trust_cpu=on rdinit=/init root=/dev/vda rw"
