@@ -2,7 +2,6 @@ package guest
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -149,7 +148,9 @@ func (a *agent) serveDevice(ctx context.Context, path string) error {
 		switch typ {
 		case guestproto.FrameHello:
 			if cur != nil {
-				cur.mux.Close()
+				// Silence the old session now; tear it down off the path.
+				cur.Close()
+				go cur.mux.Close()
 			}
 			cur, err = a.hello(pw, payload)
 			if err != nil {
@@ -167,11 +168,20 @@ func (a *agent) serveDevice(ctx context.Context, path string) error {
 	}
 }
 
-// hello starts a session: clock and RNG first, then the answer.
+// hello starts a session. The answer goes out first — it is what the host
+// waits for on every create — and the clock step, RNG reseed and new stream
+// session follow before the next frame is read, so no command of the new
+// session can run before them.
 func (a *agent) hello(pw *portWriter, payload []byte) (*session, error) {
-	var h guestproto.Hello
-	if err := json.Unmarshal(payload, &h); err != nil {
+	h, err := guestproto.UnmarshalHello(payload)
+	if err != nil {
 		return nil, fmt.Errorf("decode: %w", err)
+	}
+	a.sessions++
+	s := &session{id: h.Session, port: pw}
+	ack := guestproto.HelloAck{Session: h.Session, Version: pandastack.Version, BootID: a.bootID, Sessions: a.sessions}
+	if err := pw.frame(guestproto.FrameHelloAck, ack.MarshalBinary(), s.live); err != nil {
+		return nil, err
 	}
 	if err := stepClock(h.UnixNanos); err != nil && os.Getpid() == 1 {
 		log.Printf("step clock: %v", err)
@@ -179,18 +189,12 @@ func (a *agent) hello(pw *portWriter, payload []byte) (*session, error) {
 	if err := reseed(h.Seed); err != nil && os.Getpid() == 1 {
 		log.Printf("reseed rng: %v", err)
 	}
-	a.sessions++
-	s := &session{id: h.Session, port: pw}
 	s.pr, s.pw = io.Pipe()
 	mux, err := yamux.Server(s, muxConfig())
 	if err != nil {
 		return nil, err
 	}
 	s.mux = mux
-	ack, _ := json.Marshal(guestproto.HelloAck{Session: h.Session, Version: pandastack.Version, BootID: a.bootID, Sessions: a.sessions})
-	if err := pw.frame(guestproto.FrameHelloAck, ack, s.live); err != nil {
-		return nil, err
-	}
 	go func() {
 		for {
 			st, err := mux.AcceptStream()

@@ -7,7 +7,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -51,7 +50,7 @@ func (c *Conn) Handshake(ctx context.Context) (*Client, guestproto.HelloAck, err
 	sid := make([]byte, 8)
 	_, _ = rand.Read(sid)
 	h := guestproto.Hello{Session: hex.EncodeToString(sid), UnixNanos: time.Now().UnixNano(), Seed: seed}
-	b, _ := json.Marshal(h)
+	b := h.MarshalBinary()
 	if dl, ok := ctx.Deadline(); ok {
 		_ = c.nc.SetDeadline(dl)
 	}
@@ -72,7 +71,7 @@ func (c *Conn) Handshake(ctx context.Context) (*Client, guestproto.HelloAck, err
 		if typ != guestproto.FrameHelloAck {
 			continue // stale bytes from an earlier session
 		}
-		if err := json.Unmarshal(p, &ack); err != nil {
+		if ack, err = guestproto.UnmarshalHelloAck(p); err != nil {
 			return nil, ack, fmt.Errorf("decode hello ack: %w", err)
 		}
 		if ack.Session == h.Session {

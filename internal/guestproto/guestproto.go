@@ -261,3 +261,69 @@ func (c *Conn) ReadJSON(want byte, v any) error {
 		return fmt.Errorf("unexpected packet type %d (want %d)", typ, want)
 	}
 }
+
+// The Hello exchange is on the path of every create, and under emulation
+// every new code path costs: so it is a tiny binary encoding, not JSON.
+
+// MarshalBinary encodes a Hello.
+func (h Hello) MarshalBinary() []byte {
+	b := appendStr(nil, h.Session)
+	b = binary.BigEndian.AppendUint64(b, uint64(h.UnixNanos))
+	return appendStr(b, string(h.Seed))
+}
+
+// UnmarshalHello decodes a Hello.
+func UnmarshalHello(p []byte) (Hello, error) {
+	var h Hello
+	var ok bool
+	if h.Session, p, ok = readStr(p); !ok || len(p) < 8 {
+		return h, errors.New("short hello")
+	}
+	h.UnixNanos = int64(binary.BigEndian.Uint64(p))
+	seed, _, ok := readStr(p[8:])
+	if !ok {
+		return h, errors.New("short hello")
+	}
+	h.Seed = []byte(seed)
+	return h, nil
+}
+
+// MarshalBinary encodes a HelloAck.
+func (a HelloAck) MarshalBinary() []byte {
+	b := appendStr(nil, a.Session)
+	b = binary.BigEndian.AppendUint32(b, uint32(a.Sessions))
+	b = appendStr(b, a.Version)
+	return appendStr(b, a.BootID)
+}
+
+// UnmarshalHelloAck decodes a HelloAck.
+func UnmarshalHelloAck(p []byte) (HelloAck, error) {
+	var a HelloAck
+	var ok bool
+	if a.Session, p, ok = readStr(p); !ok || len(p) < 4 {
+		return a, errors.New("short hello ack")
+	}
+	a.Sessions = int(binary.BigEndian.Uint32(p))
+	if a.Version, p, ok = readStr(p[4:]); !ok {
+		return a, errors.New("short hello ack")
+	}
+	if a.BootID, _, ok = readStr(p); !ok {
+		return a, errors.New("short hello ack")
+	}
+	return a, nil
+}
+
+func appendStr(b []byte, s string) []byte {
+	if len(s) > 255 {
+		s = s[:255]
+	}
+	return append(append(b, byte(len(s))), s...)
+}
+
+func readStr(p []byte) (string, []byte, bool) {
+	if len(p) < 1 || len(p) < 1+int(p[0]) {
+		return "", nil, false
+	}
+	n := int(p[0])
+	return string(p[1 : 1+n]), p[1+n:], true
+}

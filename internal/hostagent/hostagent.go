@@ -117,11 +117,13 @@ func (a *Agent) Create(ctx context.Context, req pandastack.CreateRequest) (panda
 	if err != nil {
 		return pandastack.Sandbox{}, &pandastack.Error{Code: pandastack.EUnavailable, Message: "could not start the sandbox VM", Err: err}
 	}
+	tRestored := time.Since(t0)
 	client, err := a.connect(ctx, v)
 	if err != nil {
 		v.Kill(context.Background())
 		return pandastack.Sandbox{}, &pandastack.Error{Code: pandastack.EUnavailable, Message: "the sandbox did not become ready", Err: err}
 	}
+	tReady := time.Since(t0)
 	now := time.Now().UTC()
 	rec := pandastack.Sandbox{
 		ID: v.ID(), TeamID: req.TeamID, Template: req.Template, TemplateID: tpl.ID, State: pandastack.StateRunning,
@@ -139,7 +141,7 @@ func (a *Agent) Create(ctx context.Context, req pandastack.CreateRequest) (panda
 	a.mu.Unlock()
 	go a.watch(s)
 	a.log.Info("sandbox created", "sandbox", rec.ID, "template", req.Template, "team", req.TeamID,
-		"ms", float64(time.Since(t0).Microseconds())/1000, "accel", a.Accel())
+		"restore_ms", ms(tRestored), "ready_ms", ms(tReady), "ms", ms(time.Since(t0)), "accel", a.Accel())
 	return rec, nil
 }
 
@@ -359,3 +361,5 @@ func (a *Agent) Close(ctx context.Context, killAll bool) error {
 	errs = append(errs, a.cfg.Driver.Close())
 	return errors.Join(errs...)
 }
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

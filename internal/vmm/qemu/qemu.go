@@ -250,14 +250,17 @@ func (d *Driver) Restore(ctx context.Context, snap vmm.Snapshot) (vmm.VM, error)
 		v.Kill(context.Background())
 		return nil, fmt.Errorf("load state: %w", err)
 	}
+	t0 := time.Now()
 	if err := v.waitIncoming(ctx); err != nil {
 		v.Kill(context.Background())
 		return nil, fmt.Errorf("load state: %w: %s", err, v.logTail())
 	}
+	t1 := time.Now()
 	if err := v.q.run(ctx, "cont", nil, nil); err != nil {
 		v.Kill(context.Background())
 		return nil, fmt.Errorf("resume: %w", err)
 	}
+	d.log.Debug("restored", "vm", v.id, "load_ms", t1.Sub(t0).Seconds()*1000, "cont_ms", time.Since(t1).Seconds()*1000)
 	v.mu.Lock()
 	if v.stateFile != nil {
 		v.stateFile.Close()
