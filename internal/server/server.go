@@ -29,6 +29,7 @@ import (
 // Config configures a server.
 type Config struct {
 	DataDir   string
+	CacheDir  string // build cache; default DataDir/cache
 	Listen    string // e.g. 127.0.0.1:8080
 	AgentPath string // pandastack-guest; default: beside this executable
 	// Accel is "auto" (probe), "kvm" or "tcg".
@@ -125,7 +126,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		}
 		fmt.Fprintf(os.Stderr, "\nAdmin API key (also in %s):\n\n    %s\n\n", kp, key)
 	}
-	s.builder, err = templates.New(templates.Config{DataDir: cfg.DataDir, Store: store, AgentPath: cfg.AgentPath, Logger: log})
+	s.builder, err = templates.New(templates.Config{DataDir: cfg.DataDir, CacheDir: cfg.CacheDir, Store: store, AgentPath: cfg.AgentPath, Logger: log})
 	if err != nil {
 		return nil, err
 	}

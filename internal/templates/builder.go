@@ -373,3 +373,13 @@ func (b *Builder) ColdBootMs(ctx context.Context, name string) (float64, error) 
 	rec, err := readRecord(b.dir(name, t.ID))
 	return rec.ColdBoot, err
 }
+
+// jsonField pulls one top-level string field out of a JSON object.
+func jsonField(b []byte, key string) string {
+	var m map[string]any
+	if json.Unmarshal(b, &m) != nil {
+		return ""
+	}
+	s, _ := m[key].(string)
+	return s
+}

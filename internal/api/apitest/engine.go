@@ -1,0 +1,148 @@
+package apitest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/pandastack/pandastack"
+)
+
+// Engine is a FAKE pandastack.Engine for tests: "creating" a sandbox makes a
+// record in the Store and a fake Guest (an in-memory file system and a toy
+// command interpreter, see Guest). No VM, no isolation, nothing runs.
+// Like the real engine, it persists every state change in the Store.
+type Engine struct {
+	Store *Store
+	// AccelValue is what Accel reports (default tcg).
+	AccelValue pandastack.Accel
+	// CreateErr, when set, is returned by Create (to test error mapping).
+	CreateErr error
+
+	mu     sync.Mutex
+	guests map[string]*Guest
+	// created holds every CreateRequest received, for assertions.
+	created []pandastack.CreateRequest
+}
+
+var _ pandastack.Engine = (*Engine)(nil)
+
+// NewEngine returns a fake engine persisting into store.
+func NewEngine(store *Store) *Engine {
+	return &Engine{Store: store, AccelValue: pandastack.AccelTCG, guests: map[string]*Guest{}}
+}
+
+func (e *Engine) Accel() pandastack.Accel { return e.AccelValue }
+
+func randomID(prefix string) string {
+	var b [8]byte
+	rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+func (e *Engine) Create(ctx context.Context, req pandastack.CreateRequest) (pandastack.Sandbox, error) {
+	e.mu.Lock()
+	e.created = append(e.created, req)
+	e.mu.Unlock()
+	if e.CreateErr != nil {
+		return pandastack.Sandbox{}, e.CreateErr
+	}
+	t, err := e.Store.GetTemplate(ctx, req.Template)
+	if err != nil {
+		return pandastack.Sandbox{}, pandastack.Errorf(pandastack.ENotFound, "template %q not found", req.Template)
+	}
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	sb := pandastack.Sandbox{
+		ID:         randomID("sb_"),
+		TeamID:     req.TeamID,
+		Template:   t.Name,
+		TemplateID: t.ID,
+		State:      pandastack.StateRunning,
+		Host:       "fake-host",
+		Accel:      e.AccelValue,
+		Metadata:   maps.Clone(req.Metadata),
+		Env:        maps.Clone(req.Env),
+		CPUs:       t.CPUs,
+		MemoryMiB:  t.MemoryMiB,
+		CreatedAt:  now,
+		ExpiresAt:  now.Add(req.TTL),
+	}
+	if err := e.Store.PutSandbox(ctx, sb); err != nil {
+		return pandastack.Sandbox{}, err
+	}
+	g := NewGuest()
+	g.env = maps.Clone(req.Env)
+	e.mu.Lock()
+	e.guests[sb.ID] = g
+	e.mu.Unlock()
+	return sb, nil
+}
+
+// Created returns the CreateRequests the engine has received.
+func (e *Engine) Created() []pandastack.CreateRequest {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]pandastack.CreateRequest(nil), e.created...)
+}
+
+// GuestOf returns the fake guest of a sandbox (nil if unknown), for tests
+// that seed files or install an ExecHook.
+func (e *Engine) GuestOf(id string) *Guest {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.guests[id]
+}
+
+func (e *Engine) Guest(ctx context.Context, id string) (pandastack.Guest, error) {
+	sb, err := e.Store.GetSandbox(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if !sb.State.Live() {
+		return nil, pandastack.Errorf(pandastack.EGone, "sandbox %s is %s", id, sb.State)
+	}
+	g := e.GuestOf(id)
+	if g == nil {
+		return nil, pandastack.Errorf(pandastack.EUnavailable, "sandbox %s has no guest", id)
+	}
+	return g, nil
+}
+
+func (e *Engine) Kill(ctx context.Context, id string, reason pandastack.SandboxState) error {
+	sb, err := e.Store.GetSandbox(ctx, id)
+	if err != nil {
+		return err
+	}
+	if !sb.State.Live() {
+		return pandastack.Errorf(pandastack.EGone, "sandbox %s is %s", id, sb.State)
+	}
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	sb.State, sb.EndedAt, sb.EndReason = reason, &now, string(reason)
+	if err := e.Store.PutSandbox(ctx, sb); err != nil {
+		return err
+	}
+	if g := e.GuestOf(id); g != nil {
+		g.shutdown()
+	}
+	return nil
+}
+
+// Expire ends a sandbox as if its TTL ran out.
+func (e *Engine) Expire(ctx context.Context, id string) error {
+	return e.Kill(ctx, id, pandastack.StateExpired)
+}
+
+func (e *Engine) SetTTL(ctx context.Context, id string, ttl time.Duration) (pandastack.Sandbox, error) {
+	sb, err := e.Store.GetSandbox(ctx, id)
+	if err != nil {
+		return sb, err
+	}
+	if !sb.State.Live() {
+		return sb, pandastack.Errorf(pandastack.EGone, "sandbox %s is %s", id, sb.State)
+	}
+	sb.ExpiresAt = time.Now().UTC().Truncate(time.Millisecond).Add(ttl)
+	return sb, e.Store.PutSandbox(ctx, sb)
+}

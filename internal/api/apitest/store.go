@@ -1,0 +1,216 @@
+package apitest
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pandastack/pandastack"
+)
+
+// Store is an in-memory FAKE pandastack.Store for tests. It keeps
+// everything in maps behind one mutex and returns copies.
+type Store struct {
+	mu        sync.Mutex
+	teams     map[string]pandastack.Team     // by id
+	keys      map[string]pandastack.APIKey   // by hash
+	sandboxes map[string]pandastack.Sandbox  // by id
+	templates map[string]pandastack.Template // by name
+	order     map[string]int                 // sandbox id -> insertion order
+}
+
+var _ pandastack.Store = (*Store)(nil)
+
+// NewStore returns an empty fake store.
+func NewStore() *Store {
+	return &Store{
+		teams:     map[string]pandastack.Team{},
+		keys:      map[string]pandastack.APIKey{},
+		sandboxes: map[string]pandastack.Sandbox{},
+		templates: map[string]pandastack.Template{},
+		order:     map[string]int{},
+	}
+}
+
+func notFound(format string, args ...any) error {
+	return pandastack.Errorf(pandastack.ENotFound, format, args...)
+}
+
+func (s *Store) CreateTeam(_ context.Context, t pandastack.Team) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, o := range s.teams {
+		if o.ID == t.ID || o.Name == t.Name {
+			return pandastack.Errorf(pandastack.EConflict, "team %s already exists", t.Name)
+		}
+	}
+	s.teams[t.ID] = t
+	return nil
+}
+
+func (s *Store) GetTeam(_ context.Context, id string) (pandastack.Team, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.teams[id]
+	if !ok {
+		return t, notFound("team %s not found", id)
+	}
+	return t, nil
+}
+
+func (s *Store) TeamByName(_ context.Context, name string) (pandastack.Team, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, t := range s.teams {
+		if t.Name == name {
+			return t, nil
+		}
+	}
+	return pandastack.Team{}, notFound("team %s not found", name)
+}
+
+func (s *Store) CreateAPIKey(_ context.Context, k pandastack.APIKey) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.teams[k.TeamID]; !ok {
+		return notFound("team %s not found", k.TeamID)
+	}
+	for _, o := range s.keys {
+		if o.ID == k.ID || o.Hash == k.Hash {
+			return pandastack.Errorf(pandastack.EConflict, "API key %s already exists", k.ID)
+		}
+	}
+	s.keys[k.Hash] = k
+	return nil
+}
+
+func (s *Store) APIKeyByHash(_ context.Context, hash string) (pandastack.APIKey, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k, ok := s.keys[hash]
+	if !ok {
+		return k, notFound("API key not found")
+	}
+	return k, nil
+}
+
+func (s *Store) CountAPIKeys(context.Context) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.keys), nil
+}
+
+// RevokeKey marks the key with the given id revoked (a test helper; the
+// Store interface has no such method).
+func (s *Store) RevokeKey(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now().UTC()
+	for h, k := range s.keys {
+		if k.ID == id {
+			k.RevokedAt = &now
+			s.keys[h] = k
+		}
+	}
+}
+
+func cloneSandbox(sb pandastack.Sandbox) pandastack.Sandbox {
+	sb.Metadata = maps.Clone(sb.Metadata)
+	sb.Env = maps.Clone(sb.Env)
+	if sb.EndedAt != nil {
+		t := *sb.EndedAt
+		sb.EndedAt = &t
+	}
+	return sb
+}
+
+func (s *Store) PutSandbox(_ context.Context, sb pandastack.Sandbox) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.order[sb.ID]; !ok {
+		s.order[sb.ID] = len(s.order)
+	}
+	s.sandboxes[sb.ID] = cloneSandbox(sb)
+	return nil
+}
+
+func (s *Store) GetSandbox(_ context.Context, id string) (pandastack.Sandbox, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sb, ok := s.sandboxes[id]
+	if !ok {
+		return sb, notFound("sandbox %s not found", id)
+	}
+	return cloneSandbox(sb), nil
+}
+
+func (s *Store) ListSandboxes(_ context.Context, f pandastack.SandboxFilter) ([]pandastack.Sandbox, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []pandastack.Sandbox
+	for _, sb := range s.sandboxes {
+		if f.TeamID != "" && sb.TeamID != f.TeamID ||
+			f.LiveOnly && !sb.State.Live() ||
+			f.Host != "" && sb.Host != f.Host {
+			continue
+		}
+		match := true
+		for k, v := range f.Metadata {
+			if got, ok := sb.Metadata[k]; !ok || got != v {
+				match = false
+			}
+		}
+		if match {
+			out = append(out, cloneSandbox(sb))
+		}
+	}
+	slices.SortFunc(out, func(a, b pandastack.Sandbox) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return s.order[a.ID] - s.order[b.ID]
+	})
+	return out, nil
+}
+
+func (s *Store) CountLiveSandboxes(_ context.Context, teamID string) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, sb := range s.sandboxes {
+		if sb.TeamID == teamID && sb.State.Live() {
+			n++
+		}
+	}
+	return n, nil
+}
+
+func (s *Store) PutTemplate(_ context.Context, t pandastack.Template) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.templates[t.Name] = t
+	return nil
+}
+
+func (s *Store) GetTemplate(_ context.Context, name string) (pandastack.Template, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.templates[name]
+	if !ok {
+		return t, notFound("template %s not found", name)
+	}
+	return t, nil
+}
+
+func (s *Store) ListTemplates(context.Context) ([]pandastack.Template, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := slices.Collect(maps.Values(s.templates))
+	slices.SortFunc(out, func(a, b pandastack.Template) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+func (s *Store) Close() error { return nil }

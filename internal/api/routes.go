@@ -1,0 +1,134 @@
+package api
+
+import (
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+
+	"github.com/pandastack/pandastack"
+)
+
+// access says who may call a route.
+type access int
+
+const (
+	public access = iota // no key needed
+	team                 // any valid key; sees its own team only
+	admin                // admin keys only
+)
+
+func (a access) String() string {
+	switch a {
+	case public:
+		return "public"
+	case admin:
+		return "admin"
+	}
+	return "team"
+}
+
+// handlerFunc serves one route. A returned error is written as a JSON error
+// unless the response has already started (then it is only logged).
+type handlerFunc func(s *Server, w http.ResponseWriter, r *http.Request) error
+
+type route struct {
+	method string
+	path   string // net/http pattern path; OpenAPI uses the same {name} syntax
+	access access
+	handle handlerFunc
+}
+
+// routeTable is every route the server serves: the single list from which
+// the mux is built and against which the OpenAPI spec is checked.
+var routeTable = []route{
+	{"GET", "/v1/health", public, (*Server).health},
+
+	{"POST", "/v1/sandboxes", team, (*Server).createSandbox},
+	{"GET", "/v1/sandboxes", team, (*Server).listSandboxes},
+	{"GET", "/v1/sandboxes/{id}", team, (*Server).getSandbox},
+	{"DELETE", "/v1/sandboxes/{id}", team, (*Server).killSandbox},
+	{"PUT", "/v1/sandboxes/{id}/ttl", team, (*Server).setTTL},
+
+	{"POST", "/v1/sandboxes/{id}/exec", team, (*Server).exec},
+	{"POST", "/v1/sandboxes/{id}/ping", team, (*Server).ping},
+	{"GET", "/v1/sandboxes/{id}/processes", team, (*Server).processes},
+	{"GET", "/v1/sandboxes/{id}/processes/{pid}/stream", team, (*Server).attach},
+	{"POST", "/v1/sandboxes/{id}/processes/{pid}/signal", team, (*Server).signal},
+
+	{"GET", "/v1/sandboxes/{id}/files", team, (*Server).readFile},
+	{"PUT", "/v1/sandboxes/{id}/files", team, (*Server).writeFile},
+	{"DELETE", "/v1/sandboxes/{id}/files", team, (*Server).removeFile},
+	{"GET", "/v1/sandboxes/{id}/files/list", team, (*Server).listDir},
+	{"GET", "/v1/sandboxes/{id}/files/stat", team, (*Server).statFile},
+	{"POST", "/v1/sandboxes/{id}/files/mkdir", team, (*Server).makeDir},
+	{"POST", "/v1/sandboxes/{id}/files/rename", team, (*Server).rename},
+
+	{"POST", "/v1/keys", admin, (*Server).createKey},
+	{"GET", "/v1/templates", team, (*Server).listTemplates},
+	{"POST", "/v1/templates/{name}/build", admin, (*Server).buildTemplate},
+	{"POST", "/v1/templates/{name}/coldboot", admin, (*Server).coldBoot},
+}
+
+// Route describes one served route.
+type Route struct {
+	Method string // GET, POST, PUT, DELETE
+	Path   string // e.g. /v1/sandboxes/{id}
+	Access string // "public", "team" or "admin"
+}
+
+// Routes lists every route the server serves.
+func Routes() []Route {
+	out := make([]Route, len(routeTable))
+	for i, rt := range routeTable {
+		out[i] = Route{Method: rt.method, Path: rt.path, Access: rt.access.String()}
+	}
+	return out
+}
+
+// buildHandler assembles the mux from routeTable and wraps it in the
+// request-id, logging and recovery middleware.
+func (s *Server) buildHandler() http.Handler {
+	mux := http.NewServeMux()
+	methods := map[string][]string{}
+	for _, rt := range routeTable {
+		mux.Handle(rt.method+" "+rt.path, s.endpoint(rt))
+		methods[rt.path] = append(methods[rt.path], rt.method)
+	}
+	// A known path with the wrong method: a JSON 405 instead of the mux's
+	// plain-text one. Patterns with a method are more specific, so these
+	// only catch what the routes above do not.
+	for path, ms := range methods {
+		sort.Strings(ms)
+		allow := strings.Join(ms, ", ")
+		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", allow)
+			writeErrorBody(w, codeMethodNotAllowed, fmt.Sprintf("%s is not allowed on %s (allowed: %s)", r.Method, path, allow))
+		})
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeErrorBody(w, pandastack.ENotFound, fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
+	})
+	return s.middleware(mux)
+}
+
+// endpoint turns a route into an http.Handler: it authenticates the caller
+// as the route demands, runs the handler and writes its error, if any.
+func (s *Server) endpoint(rt route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if rt.access != public {
+			p, err := s.authenticate(r)
+			if err == nil && rt.access == admin && !p.key.Admin {
+				err = errForbidden
+			}
+			if err != nil {
+				s.writeError(w, r, err)
+				return
+			}
+			setPrincipal(r, p)
+		}
+		if err := rt.handle(s, w, r); err != nil {
+			s.writeError(w, r, err)
+		}
+	})
+}

@@ -1,0 +1,270 @@
+package api
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/pandastack/pandastack"
+)
+
+// maxMetadataKeys bounds a sandbox's metadata.
+const maxMetadataKeys = 64
+
+type createSandboxRequest struct {
+	Template   string            `json:"template"`
+	TTLSeconds *int64            `json:"ttl_seconds"`
+	Metadata   map[string]string `json:"metadata"`
+	Env        map[string]string `json:"env"`
+}
+
+type ttlRequest struct {
+	TTLSeconds *int64 `json:"ttl_seconds"`
+}
+
+type sandboxList struct {
+	Sandboxes []pandastack.Sandbox `json:"sandboxes"`
+}
+
+// ttl checks ttl_seconds against (0, MaxTTL]; nil means the default.
+func (s *Server) ttl(sec *int64) (time.Duration, error) {
+	if sec == nil {
+		return s.cfg.DefaultTTL, nil
+	}
+	maxSec := int64(s.cfg.MaxTTL / time.Second)
+	if *sec <= 0 || *sec > maxSec {
+		return 0, invalid("ttl_seconds must be between 1 and %d (%s), got %d", maxSec, s.cfg.MaxTTL, *sec)
+	}
+	return time.Duration(*sec) * time.Second, nil
+}
+
+func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
+	var req createSandboxRequest
+	if err := decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	if strings.TrimSpace(req.Template) == "" {
+		return invalid("template is required")
+	}
+	ttl, err := s.ttl(req.TTLSeconds)
+	if err != nil {
+		return err
+	}
+	if len(req.Metadata) > maxMetadataKeys {
+		return invalid("metadata has %d keys; at most %d are allowed", len(req.Metadata), maxMetadataKeys)
+	}
+	for k := range req.Metadata {
+		if k == "" {
+			return invalid("metadata keys must not be empty")
+		}
+	}
+	if err := checkEnv(req.Env); err != nil {
+		return err
+	}
+	if req.Metadata == nil {
+		req.Metadata = map[string]string{}
+	}
+	p := caller(r)
+	release, err := s.reserve(r, p.team.ID)
+	if err != nil {
+		return err
+	}
+	defer release()
+	sb, err := s.cfg.Engine.Create(r.Context(), pandastack.CreateRequest{
+		TeamID:   p.team.ID,
+		Template: req.Template,
+		TTL:      ttl,
+		Metadata: req.Metadata,
+		Env:      req.Env,
+	})
+	if err != nil {
+		return wrap(err, "create sandbox")
+	}
+	s.log.InfoContext(r.Context(), "sandbox created", "request_id", requestID(r),
+		"sandbox", sb.ID, "team", p.team.Name, "template", sb.Template)
+	writeJSON(w, http.StatusCreated, present(sb))
+	return nil
+}
+
+// reserve counts a sandbox creation against the team's quota until release
+// is called, refusing it when the team is at its limit.
+func (s *Server) reserve(r *http.Request, teamID string) (release func(), err error) {
+	limit := s.cfg.MaxLiveSandboxesPerTeam
+	if limit <= 0 {
+		return func() {}, nil
+	}
+	live, err := s.cfg.Store.CountLiveSandboxes(r.Context(), teamID)
+	if err != nil {
+		return nil, wrap(err, "count live sandboxes")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if live+s.pending[teamID] >= limit {
+		return nil, pandastack.Errorf(pandastack.EQuota,
+			"team has %d live sandboxes (limit %d); kill one before creating another", live+s.pending[teamID], limit)
+	}
+	s.pending[teamID]++
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.pending[teamID]--; s.pending[teamID] <= 0 {
+			delete(s.pending, teamID)
+		}
+	}, nil
+}
+
+func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) error {
+	f := pandastack.SandboxFilter{TeamID: caller(r).team.ID, LiveOnly: true}
+	q := r.URL.Query()
+	switch st := q.Get("state"); st {
+	case "", "live":
+	case "all":
+		f.LiveOnly = false
+	default:
+		return invalid("state must be live or all, got %q", st)
+	}
+	for name, values := range q {
+		key, ok := strings.CutPrefix(name, "metadata.")
+		if !ok {
+			continue
+		}
+		if key == "" {
+			return invalid("metadata filter needs a key: metadata.KEY=VALUE")
+		}
+		if len(values) > 1 {
+			return invalid("metadata.%s is given %d times; a key can be matched once", key, len(values))
+		}
+		if f.Metadata == nil {
+			f.Metadata = map[string]string{}
+		}
+		f.Metadata[key] = values[0]
+	}
+	sbs, err := s.cfg.Store.ListSandboxes(r.Context(), f)
+	if err != nil {
+		return wrap(err, "list sandboxes")
+	}
+	if sbs == nil {
+		sbs = []pandastack.Sandbox{}
+	}
+	for i := range sbs {
+		sbs[i] = present(sbs[i])
+	}
+	writeJSON(w, http.StatusOK, sandboxList{Sandboxes: sbs})
+	return nil
+}
+
+// ownSandbox loads the sandbox named by the {id} path value. Another team's
+// sandbox is reported exactly like one that does not exist.
+func (s *Server) ownSandbox(r *http.Request) (pandastack.Sandbox, error) {
+	id := r.PathValue("id")
+	notFound := pandastack.Errorf(pandastack.ENotFound, "sandbox %s not found", id)
+	sb, err := s.cfg.Store.GetSandbox(r.Context(), id)
+	if pandastack.ErrorCode(err) == pandastack.ENotFound {
+		return sb, notFound
+	}
+	if err != nil {
+		return sb, wrap(err, "get sandbox "+id)
+	}
+	if sb.TeamID != caller(r).team.ID {
+		return pandastack.Sandbox{}, notFound
+	}
+	return sb, nil
+}
+
+// liveSandbox is ownSandbox for operations that need the VM: an ended
+// sandbox answers 410 gone, saying when and how it ended.
+func (s *Server) liveSandbox(r *http.Request) (pandastack.Sandbox, error) {
+	sb, err := s.ownSandbox(r)
+	if err != nil {
+		return sb, err
+	}
+	if !sb.State.Live() {
+		return sb, goneError(sb)
+	}
+	return sb, nil
+}
+
+func goneError(sb pandastack.Sandbox) error {
+	how := string(sb.State)
+	if sb.EndedAt == nil {
+		return pandastack.Errorf(pandastack.EGone, "sandbox %s was %s", sb.ID, how)
+	}
+	msg := fmt.Sprintf("sandbox %s was %s at %s", sb.ID, how, sb.EndedAt.UTC().Format(time.RFC3339))
+	if sb.EndReason != "" && sb.EndReason != how {
+		msg += " (" + sb.EndReason + ")"
+	}
+	return pandastack.Errorf(pandastack.EGone, "%s", msg)
+}
+
+// guest returns the live guest of the {id} sandbox.
+func (s *Server) guest(r *http.Request) (pandastack.Guest, error) {
+	sb, err := s.liveSandbox(r)
+	if err != nil {
+		return nil, err
+	}
+	g, err := s.cfg.Engine.Guest(r.Context(), sb.ID)
+	if err != nil {
+		return nil, wrap(err, "connect to sandbox "+sb.ID)
+	}
+	return g, nil
+}
+
+func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) error {
+	sb, err := s.ownSandbox(r)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, present(sb))
+	return nil
+}
+
+// killSandbox is idempotent: killing a sandbox that has already ended
+// (killed, expired or failed) also answers 204.
+func (s *Server) killSandbox(w http.ResponseWriter, r *http.Request) error {
+	sb, err := s.ownSandbox(r)
+	if err != nil {
+		return err
+	}
+	if sb.State.Live() {
+		err := s.cfg.Engine.Kill(r.Context(), sb.ID, pandastack.StateKilled)
+		if err != nil && pandastack.ErrorCode(err) != pandastack.EGone {
+			return wrap(err, "kill sandbox "+sb.ID)
+		}
+		s.log.InfoContext(r.Context(), "sandbox killed", "request_id", requestID(r), "sandbox", sb.ID)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) setTTL(w http.ResponseWriter, r *http.Request) error {
+	var req ttlRequest
+	if err := decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	if req.TTLSeconds == nil {
+		return invalid("ttl_seconds is required")
+	}
+	ttl, err := s.ttl(req.TTLSeconds)
+	if err != nil {
+		return err
+	}
+	sb, err := s.liveSandbox(r)
+	if err != nil {
+		return err
+	}
+	updated, err := s.cfg.Engine.SetTTL(r.Context(), sb.ID, ttl)
+	if err != nil {
+		return wrap(err, "set TTL of sandbox "+sb.ID)
+	}
+	writeJSON(w, http.StatusOK, present(updated))
+	return nil
+}
+
+// present prepares a sandbox for the wire: metadata is always an object.
+func present(sb pandastack.Sandbox) pandastack.Sandbox {
+	if sb.Metadata == nil {
+		sb.Metadata = map[string]string{}
+	}
+	return sb
+}

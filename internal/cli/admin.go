@@ -1,0 +1,82 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	sdk "github.com/pandastack/pandastack/sdk/go"
+)
+
+func keysCommands() []command {
+	return []command{
+		{"create", "create an API key for a team and print it", runKeysCreate},
+	}
+}
+
+func templateCommands() []command {
+	return []command{
+		{"ls", "list templates", runTemplateList},
+		{"build", "build a template, streaming the build log", runTemplateBuild},
+	}
+}
+
+func runKeysCreate(ctx context.Context, s *streams, args []string) int {
+	p := newParser("keys create", "",
+		"Create an API key for a team (created if it does not exist) and print the key on\n"+
+			"stdout. It is shown only once. Needs an admin key.").withClient(ctx)
+	team := p.fs.String("team", "", "team `NAME` (required)")
+	name := p.fs.String("name", "", "a label for the key")
+	if _, code, ok := p.parse(s, args, 0); !ok {
+		return code
+	}
+	if *team == "" {
+		return p.usageError(s, "--team is required")
+	}
+	k, err := p.client.client().CreateKey(ctx, *team, *name)
+	if err != nil {
+		return fail(s, err)
+	}
+	fmt.Fprintln(s.out, k.Key)
+	fmt.Fprintf(s.err, "created key %s (%s...) for team %s; store it now, it is not shown again\n", k.ID, k.Prefix, k.Team)
+	return 0
+}
+
+func runTemplateList(ctx context.Context, s *streams, args []string) int {
+	p := newParser("template ls", "", "List the templates sandboxes can be created from.").withClient(ctx)
+	asJSON := p.fs.Bool("json", false, "print JSON")
+	if _, code, ok := p.parse(s, args, 0); !ok {
+		return code
+	}
+	ts, err := p.client.client().Templates(ctx)
+	if err != nil {
+		return fail(s, err)
+	}
+	if *asJSON {
+		if ts == nil {
+			ts = []sdk.Template{}
+		}
+		printJSON(s.out, ts)
+		return 0
+	}
+	t := newTable(s.out, "NAME", "ID", "ACCEL", "CPUS", "MEMORY", "BUILT")
+	for _, tp := range ts {
+		t.row(tp.Name, tp.ID, tp.Accel, strconv.Itoa(tp.CPUs), strconv.Itoa(tp.MemoryMiB)+" MiB", when(tp.BuiltAt))
+	}
+	t.flush()
+	return 0
+}
+
+func runTemplateBuild(ctx context.Context, s *streams, args []string) int {
+	p := newParser("template build", "NAME", "Build (or rebuild) a template on the server, printing the build log as it\ncomes. Needs an admin key.").withClient(ctx)
+	pos, code, ok := p.parse(s, args, 1)
+	if !ok {
+		return code
+	}
+	t, err := p.client.client().BuildTemplate(ctx, pos[0], func(line string) { fmt.Fprintln(s.out, line) })
+	if err != nil {
+		return fail(s, err)
+	}
+	fmt.Fprintf(s.out, "built template %s (id %s) in %d ms\n", t.Name, t.ID, t.BuildMs)
+	return 0
+}

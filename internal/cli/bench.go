@@ -1,0 +1,236 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	sdk "github.com/pandastack/pandastack/sdk/go"
+)
+
+// benchResult is what `pandastack bench --json` prints.
+type benchResult struct {
+	Template         string  `json:"template"`
+	Accel            string  `json:"accel"`
+	Machine          string  `json:"machine"`
+	Date             string  `json:"date"`
+	Creates          int     `json:"creates"`
+	CreateP50        float64 `json:"create_p50_ms"`
+	CreateP99        float64 `json:"create_p99_ms"`
+	CreateExecP50    float64 `json:"create_exec_p50_ms"`
+	CreateExecP99    float64 `json:"create_exec_p99_ms"`
+	ExecP50          float64 `json:"exec_p50_ms"`
+	ExecP99          float64 `json:"exec_p99_ms"`
+	AgentPingP50     float64 `json:"agent_ping_p50_ms"`
+	Parallel20       float64 `json:"parallel20_ms"`
+	ColdBoot         float64 `json:"cold_boot_ms"`
+	CreateColdRatio  float64 `json:"create_cold_ratio"`
+	ServerCreateNote string  `json:"note"`
+}
+
+// runBench: `pandastack bench`, latency of the sandbox lifecycle against a
+// running server, measured in one run so ratios are fair.
+func runBench(ctx context.Context, s *streams, args []string) int {
+	p := newParser("bench", "", "Measure create, exec and cold-boot latency against a running server (admin key for the cold boot).").withClient(ctx)
+	tpl := p.fs.String("template", "base", "template to measure")
+	n := p.fs.Int("n", 50, "sequential creates to measure")
+	asJSON := p.fs.Bool("json", false, "print one JSON object")
+	cold := p.fs.Int("cold", 3, "cold boots to measure (the median is reported)")
+	if _, code, ok := p.parse(s, args, 0); !ok {
+		return code
+	}
+	c := p.client.client()
+	res, err := bench(ctx, c, *tpl, *n, *cold, s)
+	if err != nil {
+		fmt.Fprintf(s.err, "error: %v\n", err)
+		return 1
+	}
+	if *asJSON {
+		b, _ := json.MarshalIndent(res, "", "  ")
+		fmt.Fprintln(s.out, string(b))
+		return 0
+	}
+	fmt.Fprintf(s.out, "template %s on %s, accelerator %s, %s\n\n", res.Template, res.Machine, strings.ToUpper(res.Accel), res.Date)
+	rows := [][2]string{
+		{"create → ready (p50 / p99)", fmt.Sprintf("%.1f / %.1f ms  (n=%d)", res.CreateP50, res.CreateP99, res.Creates)},
+		{"create + first exec(true) (p50 / p99)", fmt.Sprintf("%.1f / %.1f ms", res.CreateExecP50, res.CreateExecP99)},
+		{"warm exec(true) (p50 / p99)", fmt.Sprintf("%.1f / %.1f ms", res.ExecP50, res.ExecP99)},
+		{"guest agent round trip (p50)", fmt.Sprintf("%.2f ms", res.AgentPingP50)},
+		{"20 parallel creates, all ready", fmt.Sprintf("%.0f ms", res.Parallel20)},
+		{"cold boot of the same template", fmt.Sprintf("%.0f ms", res.ColdBoot)},
+		{"create p50 / cold boot", fmt.Sprintf("%.3f", res.CreateColdRatio)},
+	}
+	for _, r := range rows {
+		fmt.Fprintf(s.out, "  %-40s %s\n", r[0], r[1])
+	}
+	return 0
+}
+
+func bench(ctx context.Context, c *sdk.Client, tpl string, n, colds int, s *streams) (*benchResult, error) {
+	h, err := c.Health(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res := &benchResult{Template: tpl, Accel: h.Accel, Machine: machine(), Date: time.Now().UTC().Format("2006-01-02"), Creates: n,
+		ServerCreateNote: "times measured by the client over HTTP on loopback; create = POST /v1/sandboxes until the guest agent answered"}
+	progress := func(f string, a ...any) { fmt.Fprintf(s.err, f+"\n", a...) }
+	params := sdk.CreateSandboxParams{Template: tpl, TTLSeconds: 600, Metadata: map[string]string{"bench": "1"}}
+	var all []*sdk.Sandbox
+	defer func() {
+		for _, sb := range all {
+			_ = sb.Kill(context.WithoutCancel(ctx))
+		}
+	}()
+	create := func() (*sdk.Sandbox, time.Duration, error) {
+		t0 := time.Now()
+		sb, err := c.CreateSandbox(ctx, params)
+		d := time.Since(t0)
+		if err == nil {
+			all = append(all, sb)
+		}
+		return sb, d, err
+	}
+	// One unmeasured create: the pool fills and the page cache warms.
+	if sb, _, err := create(); err != nil {
+		return nil, fmt.Errorf("create: %w", err)
+	} else {
+		_ = sb.Kill(ctx)
+	}
+	time.Sleep(time.Second)
+
+	progress("measuring %d creates...", n)
+	var creates []float64
+	for i := 0; i < n; i++ {
+		sb, d, err := create()
+		if err != nil {
+			return nil, fmt.Errorf("create: %w", err)
+		}
+		creates = append(creates, msOf(d))
+		if err := sb.Kill(ctx); err != nil {
+			return nil, err
+		}
+	}
+	res.CreateP50, res.CreateP99 = pct(creates, 50), pct(creates, 99)
+
+	progress("measuring create + first exec...")
+	var ce []float64
+	for i := 0; i < max(n/2, 10); i++ {
+		t0 := time.Now()
+		sb, _, err := create()
+		if err != nil {
+			return nil, err
+		}
+		if r, err := sb.Exec(ctx, "true", sdk.ExecOptions{}); err != nil || r.ExitCode != 0 {
+			return nil, fmt.Errorf("exec true: %v", err)
+		}
+		ce = append(ce, msOf(time.Since(t0)))
+		_ = sb.Kill(ctx)
+	}
+	res.CreateExecP50, res.CreateExecP99 = pct(ce, 50), pct(ce, 99)
+
+	progress("measuring warm exec and agent round trips...")
+	sb, _, err := create()
+	if err != nil {
+		return nil, err
+	}
+	var ex, pings []float64
+	for i := 0; i < 50; i++ {
+		t0 := time.Now()
+		if r, err := sb.Exec(ctx, "true", sdk.ExecOptions{}); err != nil || r.ExitCode != 0 {
+			return nil, fmt.Errorf("exec true: %v", err)
+		}
+		ex = append(ex, msOf(time.Since(t0)))
+		p, err := sb.Ping(ctx)
+		if err != nil {
+			return nil, err
+		}
+		pings = append(pings, p)
+	}
+	_ = sb.Kill(ctx)
+	res.ExecP50, res.ExecP99 = pct(ex, 50), pct(ex, 99)
+	res.AgentPingP50 = pct(pings, 50)
+
+	progress("measuring 20 parallel creates...")
+	time.Sleep(time.Second)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var perr error
+	t0 := time.Now()
+	for i := 0; i < 20; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sb, err := c.CreateSandbox(ctx, params)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				perr = err
+				return
+			}
+			all = append(all, sb)
+		}()
+	}
+	wg.Wait()
+	res.Parallel20 = msOf(time.Since(t0))
+	if perr != nil {
+		return nil, fmt.Errorf("parallel create: %w", perr)
+	}
+	for _, sb := range all {
+		_ = sb.Kill(ctx)
+	}
+	all = nil
+
+	progress("measuring cold boot (%d)...", colds)
+	var cb []float64
+	for i := 0; i < colds; i++ {
+		d, err := c.ColdBoot(ctx, tpl)
+		if err != nil {
+			return nil, fmt.Errorf("cold boot: %w", err)
+		}
+		cb = append(cb, d)
+	}
+	res.ColdBoot = pct(cb, 50)
+	if res.ColdBoot > 0 {
+		res.CreateColdRatio = res.CreateP50 / res.ColdBoot
+	}
+	return res, nil
+}
+
+func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// pct is the nearest-rank percentile.
+func pct(xs []float64, p float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	i := int(float64(len(s))*p/100+0.999999) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}
+
+// machine describes the host the benchmark client runs on.
+func machine() string {
+	model := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "model name") {
+				model = strings.TrimSpace(strings.SplitN(l, ":", 2)[1])
+				break
+			}
+		}
+	}
+	mem := ""
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		var kb int64
+		fmt.Sscanf(strings.SplitN(string(b), "\n", 2)[0], "MemTotal: %d kB", &kb)
+		mem = fmt.Sprintf(", %d GiB", (kb+(1<<19))>>20)
+	}
+	return fmt.Sprintf("%d cores %s%s", runtime.NumCPU(), model, mem)
+}

@@ -1,0 +1,124 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/server"
+	"github.com/pandastack/pandastack/internal/store/sqlite"
+	"github.com/pandastack/pandastack/internal/templates"
+	"github.com/pandastack/pandastack/internal/vmm/qemu"
+)
+
+// runDoctor: `pandastack doctor` checks this host and says which accelerator
+// sandboxes would run under, by booting a guest under KVM.
+func runDoctor(ctx context.Context, s *streams, args []string) int {
+	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
+	fs.SetOutput(s.err)
+	dataDir := fs.String("data-dir", "/var/lib/pandastack", "the server's data directory (the probe uses its kernel cache)")
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return 0
+		}
+		return 2
+	}
+	failed := false
+	check := func(name string, ok bool, detail string) {
+		mark := "ok  "
+		if !ok {
+			mark, failed = "FAIL", true
+		}
+		fmt.Fprintf(s.out, "%s  %-28s %s\n", mark, name, detail)
+	}
+	note := func(name, detail string) { fmt.Fprintf(s.out, "note  %-28s %s\n", name, detail) }
+
+	check("running as root", os.Getuid() == 0, "needed for debootstrap, per-VM uids and (later) network namespaces")
+	for _, tool := range []struct{ bin, pkg string }{
+		{"qemu-system-x86_64", "qemu-system-x86"}, {"qemu-img", "qemu-utils"}, {"debootstrap", "debootstrap"},
+		{"mkfs.ext4", "e2fsprogs"}, {"debugfs", "e2fsprogs"}, {"apt-get", "apt"}, {"dpkg", "dpkg"},
+	} {
+		p, err := exec.LookPath(tool.bin)
+		detail := p
+		if err != nil {
+			detail = "missing: apt-get install " + tool.pkg
+		}
+		check(tool.bin, err == nil, detail)
+	}
+	if v := templates.QEMUVersion(); v != "" {
+		note("qemu version", v)
+	}
+	agent, err := server.FindAgent()
+	check("pandastack-guest", err == nil, errOr(err, agent))
+
+	var st unix.Statfs_t
+	if err := os.MkdirAll(*dataDir, 0o711); err == nil && unix.Statfs(*dataDir, &st) == nil {
+		free := st.Bavail * uint64(st.Bsize) >> 30
+		check("free disk in data dir", free >= 10, fmt.Sprintf("%d GiB free in %s (templates need a few GiB)", free, *dataDir))
+	} else {
+		check("data dir", false, fmt.Sprintf("cannot create %s", *dataDir))
+	}
+	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
+		note("cgroup v2", "available")
+	}
+	if f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0); err == nil {
+		f.Close()
+		note("/dev/kvm", "present and openable; a guest boot decides whether it works")
+	} else {
+		note("/dev/kvm", fmt.Sprintf("unusable (%v)", err))
+	}
+	if failed || agent == "" {
+		fmt.Fprintln(s.out, "\nfix the failures above, then run doctor again")
+		return 1
+	}
+	store, err := sqlite.Open(ctx, ":memory:")
+	if err != nil {
+		fmt.Fprintf(s.err, "error: %v\n", err)
+		return 1
+	}
+	defer store.Close()
+	b, err := templates.New(templates.Config{DataDir: *dataDir, Store: store, AgentPath: agent})
+	if err != nil {
+		fmt.Fprintf(s.err, "error: %v\n", err)
+		return 1
+	}
+	fmt.Fprintln(s.out, "\nprobing the accelerator: fetching the guest kernel (cached) and booting it under KVM...")
+	bt, err := b.BootFiles(ctx, discardWriter{})
+	if err != nil {
+		check("guest kernel", false, err.Error())
+		return 1
+	}
+	check("guest kernel", true, filepath.Base(bt.Kernel.Vmlinuz))
+	res := qemu.Probe(ctx, "", bt.Kernel.Vmlinuz, bt.Initrd)
+	fmt.Fprintf(s.out, "\naccelerator: %s — %s\nisolation:   %s\n", strings.ToUpper(string(res.Accel)), res.Reason, res.Accel.Isolation())
+	if res.Accel == pandastack.AccelTCG {
+		fmt.Fprintln(s.out, "             Sandboxes work (for development and CI) but are slower and are not a security boundary.")
+	}
+	if drv, err := qemu.New(qemu.Config{Dir: filepath.Join(os.TempDir(), "pandastack-doctor")}); err == nil {
+		if drv.ReadOnlyRAM() {
+			note("template RAM", "mapped read-only by VMs (QEMU >= 8.2)")
+		} else {
+			note("template RAM", "QEMU < 8.2 opens the template RAM file read-write (it maps it privately); only VM processes' group may write it")
+		}
+		drv.Close()
+	}
+	return 0
+}
+
+func errOr(err error, ok string) string {
+	if err != nil {
+		return err.Error()
+	}
+	return ok
+}
+
+type discardWriter struct{}
+
+func (discardWriter) Write(p []byte) (int, error) { return len(p), nil }

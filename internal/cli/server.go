@@ -1,0 +1,55 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/pandastack/pandastack/internal/server"
+)
+
+// runServer: `pandastack server`, the single-node server.
+func runServer(ctx context.Context, s *streams, args []string) int {
+	fs := flag.NewFlagSet("server", flag.ContinueOnError)
+	fs.SetOutput(s.err)
+	var cfg server.Config
+	var templates, level string
+	fs.StringVar(&cfg.DataDir, "data-dir", "/var/lib/pandastack", "where state, templates and VMs live")
+	fs.StringVar(&cfg.CacheDir, "cache-dir", "", "build cache for kernels and root filesystems (default DATA/cache)")
+	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:8080", "address of the REST API")
+	fs.StringVar(&cfg.Accel, "accel", "auto", "auto (probe by booting a guest), kvm or tcg")
+	fs.StringVar(&templates, "templates", "base", "templates to build (or find cached) at start, comma separated")
+	fs.IntVar(&cfg.PoolSize, "pool", 2, "QEMU processes per template started ahead of creates (0: none)")
+	fs.BoolVar(&cfg.KillOnExit, "kill-on-exit", false, "end every sandbox when the server stops (default: they keep running and are re-attached at next start)")
+	fs.IntVar(&cfg.MaxLivePerTeam, "max-live-per-team", 0, "cap on each team's live sandboxes (0: none)")
+	fs.StringVar(&cfg.AgentPath, "guest-agent", "", "path of pandastack-guest (default: beside this binary)")
+	fs.StringVar(&level, "log-level", "info", "debug, info, warn or error")
+	fs.Usage = func() {
+		fmt.Fprintf(s.err, "usage: pandastack server [flags]\n\nRuns the API server, host agent and template builder in one process.\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return 0
+		}
+		return 2
+	}
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		fmt.Fprintf(s.err, "error: --log-level: %v\n", err)
+		return 2
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(s.err, &slog.HandlerOptions{Level: lv}))
+	for _, t := range strings.Split(templates, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			cfg.Templates = append(cfg.Templates, t)
+		}
+	}
+	if err := server.Run(ctx, cfg); err != nil {
+		fmt.Fprintf(s.err, "error: %v\n", err)
+		return 1
+	}
+	return 0
+}

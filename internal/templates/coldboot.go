@@ -1,0 +1,73 @@
+package templates
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/pandastack/pandastack/internal/guestconn"
+	"github.com/pandastack/pandastack/internal/vmm"
+)
+
+// ColdBoot boots template name from its disk image, without its snapshot,
+// and returns how long it took until the guest agent answered: the baseline
+// a create is measured against. Nothing is kept.
+func (b *Builder) ColdBoot(ctx context.Context, name string) (time.Duration, error) {
+	t, err := b.cfg.Store.GetTemplate(ctx, name)
+	if err != nil {
+		return 0, err
+	}
+	rec, err := readRecord(b.dir(name, t.ID))
+	if err != nil {
+		return 0, fmt.Errorf("read template %s: %w", name, err)
+	}
+	tmp, err := os.MkdirTemp(filepath.Join(b.cfg.DataDir, "templates"), ".coldboot-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(tmp)
+	_ = os.Chmod(tmp, 0o755)
+	disk := filepath.Join(tmp, "disk.qcow2")
+	// The bake overlay's own backing image is the pristine disk.
+	out, err := exec.CommandContext(ctx, "qemu-img", "info", "--output=json", rec.Disk).Output()
+	if err != nil {
+		return 0, fmt.Errorf("inspect template disk: %w", err)
+	}
+	backing := jsonField(out, "backing-filename")
+	if backing == "" {
+		return 0, fmt.Errorf("template disk %s has no backing image", rec.Disk)
+	}
+	if out, err := exec.CommandContext(ctx, "qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", backing, disk).CombinedOutput(); err != nil {
+		return 0, fmt.Errorf("create cold boot disk: %v: %s", err, out)
+	}
+	t0 := time.Now()
+	v, err := b.cfg.Driver.Boot(ctx, vmm.BootSpec{Machine: rec.Machine, Disk: disk, MemFile: filepath.Join(tmp, "mem")})
+	if err != nil {
+		return 0, fmt.Errorf("boot: %w", err)
+	}
+	defer v.Kill(context.Background())
+	bctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	for {
+		c, err := guestconn.Dial(bctx, v.AgentSocket())
+		if err == nil {
+			cl, _, err := c.Handshake(bctx)
+			if err == nil {
+				d := time.Since(t0)
+				cl.Close()
+				return d, nil
+			}
+			c.Close()
+		}
+		select {
+		case <-v.Exited():
+			return 0, fmt.Errorf("cold boot: vm exited: %s", tail(filepath.Join(v.Dir(), "serial.log")))
+		case <-bctx.Done():
+			return 0, fmt.Errorf("cold boot: %w", bctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}

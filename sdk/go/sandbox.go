@@ -1,0 +1,152 @@
+package pandastack
+
+import (
+	"context"
+	"net/url"
+	"time"
+)
+
+// Sandbox is a microVM and a handle to operate on it. Its fields are a
+// snapshot from the server; Refresh updates them.
+type Sandbox struct {
+	ID         string            `json:"id"`
+	TeamID     string            `json:"team_id"`
+	Template   string            `json:"template"`
+	TemplateID string            `json:"template_id"`
+	State      string            `json:"state"` // starting, running, killed, expired, failed
+	Host       string            `json:"host"`
+	Accel      string            `json:"accel"` // kvm or tcg
+	Metadata   map[string]string `json:"metadata"`
+	Env        map[string]string `json:"env,omitempty"`
+	CPUs       int               `json:"cpus"`
+	MemoryMiB  int               `json:"memory_mib"`
+	CreatedAt  time.Time         `json:"created_at"`
+	ExpiresAt  time.Time         `json:"expires_at"`
+	EndedAt    *time.Time        `json:"ended_at,omitempty"`
+	EndReason  string            `json:"end_reason,omitempty"`
+
+	c *Client
+}
+
+// Live reports whether the sandbox was running when last fetched.
+func (s *Sandbox) Live() bool { return s.State == "starting" || s.State == "running" }
+
+// CreateSandboxParams describes a new sandbox.
+type CreateSandboxParams struct {
+	Template string // required, e.g. "base"
+	// TTLSeconds is how long the sandbox lives (0: the server's default,
+	// 5 minutes unless configured otherwise). SetTTL changes it later.
+	TTLSeconds int
+	Metadata   map[string]string // labels, usable as ListSandboxes filters
+	Env        map[string]string // environment of every command
+}
+
+// CreateSandbox starts a sandbox from a template.
+func (c *Client) CreateSandbox(ctx context.Context, p CreateSandboxParams) (*Sandbox, error) {
+	body := struct {
+		Template   string            `json:"template"`
+		TTLSeconds int               `json:"ttl_seconds,omitempty"`
+		Metadata   map[string]string `json:"metadata,omitempty"`
+		Env        map[string]string `json:"env,omitempty"`
+	}{p.Template, p.TTLSeconds, p.Metadata, p.Env}
+	sb := &Sandbox{c: c}
+	if err := c.do(ctx, request{method: "POST", path: "/v1/sandboxes", body: body}, sb); err != nil {
+		return nil, err
+	}
+	return sb, nil
+}
+
+// GetSandbox fetches a sandbox, live or ended.
+func (c *Client) GetSandbox(ctx context.Context, id string) (*Sandbox, error) {
+	sb := &Sandbox{c: c}
+	if err := c.do(ctx, request{method: "GET", path: sandboxPath(id)}, sb); err != nil {
+		return nil, err
+	}
+	return sb, nil
+}
+
+// Sandbox returns a handle for the sandbox id without fetching it; its
+// fields other than ID are empty until Refresh.
+func (c *Client) Sandbox(id string) *Sandbox { return &Sandbox{ID: id, c: c} }
+
+// ListParams filters ListSandboxes.
+type ListParams struct {
+	Metadata map[string]string // all must match
+	All      bool              // include ended sandboxes
+}
+
+// ListSandboxes lists the team's sandboxes, oldest first.
+func (c *Client) ListSandboxes(ctx context.Context, p ListParams) ([]*Sandbox, error) {
+	q := url.Values{}
+	if p.All {
+		q.Set("state", "all")
+	}
+	for k, v := range p.Metadata {
+		q.Set("metadata."+k, v)
+	}
+	var out struct {
+		Sandboxes []*Sandbox `json:"sandboxes"`
+	}
+	if err := c.do(ctx, request{method: "GET", path: "/v1/sandboxes", query: q}, &out); err != nil {
+		return nil, err
+	}
+	for _, s := range out.Sandboxes {
+		s.c = c
+	}
+	return out.Sandboxes, nil
+}
+
+func sandboxPath(id string) string { return "/v1/sandboxes/" + url.PathEscape(id) }
+
+func (s *Sandbox) path(rest string) string { return sandboxPath(s.ID) + rest }
+
+// load performs r and replaces the sandbox's fields with the answer.
+func (s *Sandbox) load(ctx context.Context, r request) error {
+	fresh := Sandbox{c: s.c}
+	if err := s.c.do(ctx, r, &fresh); err != nil {
+		return err
+	}
+	*s = fresh
+	return nil
+}
+
+// Refresh reloads the sandbox's fields from the server.
+func (s *Sandbox) Refresh(ctx context.Context) error {
+	return s.load(ctx, request{method: "GET", path: s.path("")})
+}
+
+// Kill ends the sandbox. Killing a sandbox that has already ended is not an
+// error.
+func (s *Sandbox) Kill(ctx context.Context) error {
+	return s.c.do(ctx, request{method: "DELETE", path: s.path("")}, nil)
+}
+
+// SetTTL makes the sandbox expire seconds from now, and updates ExpiresAt.
+func (s *Sandbox) SetTTL(ctx context.Context, seconds int) error {
+	body := struct {
+		TTLSeconds int `json:"ttl_seconds"`
+	}{seconds}
+	return s.load(ctx, request{method: "PUT", path: s.path("/ttl"), body: body})
+}
+
+// Process is a command started in a sandbox.
+type Process struct {
+	PID        int       `json:"pid"`
+	Cmd        string    `json:"cmd"`
+	Args       []string  `json:"args"`
+	Background bool      `json:"background"`
+	Running    bool      `json:"running"`
+	ExitCode   *int      `json:"exit_code,omitempty"`
+	StartedAt  time.Time `json:"started_at"`
+}
+
+// Processes lists the commands started in the sandbox.
+func (s *Sandbox) Processes(ctx context.Context) ([]Process, error) {
+	var out struct {
+		Processes []Process `json:"processes"`
+	}
+	if err := s.c.do(ctx, request{method: "GET", path: s.path("/processes")}, &out); err != nil {
+		return nil, err
+	}
+	return out.Processes, nil
+}
