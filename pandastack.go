@@ -180,11 +180,11 @@ type FileInfo struct {
 
 // CreateRequest asks for a new sandbox.
 type CreateRequest struct {
-	TeamID     string
-	Template   string
-	TTL        time.Duration
-	Metadata   map[string]string
-	Env        map[string]string
+	TeamID   string
+	Template string
+	TTL      time.Duration
+	Metadata map[string]string
+	Env      map[string]string
 }
 
 // Guest is the live connection to one sandbox's guest agent.
