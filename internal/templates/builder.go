@@ -179,13 +179,20 @@ func (b *Builder) Build(ctx context.Context, name string, progress io.Writer) (p
 		}
 		_ = os.Chmod(img, 0o444)
 	}
-	m := vmm.Machine{CPUs: def.CPUs, MemoryMiB: def.MemoryMiB, Kernel: bt.Kernel.Vmlinuz, Initrd: bt.Initrd, Cmdline: qemu.DefaultCmdline}
+	m := vmm.Machine{CPUs: def.CPUs, MemoryMiB: def.MemoryMiB, Kernel: bt.Kernel.Vmlinuz, Initrd: bt.Initrd, Cmdline: qemu.KernelCmdline(b.cfg.Driver.Accel())}
 	id := hashOf("bake", imgKey, bt.InitrdKey, bt.Kernel.Package, fmt.Sprint(m.CPUs, m.MemoryMiB, m.Cmdline), string(b.cfg.Driver.Accel()), qemuVersion(), def.Warm)
 	dir := b.dir(name, id)
 	step(4, "bake (cold boot, then save the VM)")
 	rec, err := readRecord(dir)
 	if err != nil {
-		rec, err = b.bake(ctx, def, m, img, dir, id, progress)
+		// A cold boot under emulation can stall on a busy host; one retry.
+		for attempt := 1; ; attempt++ {
+			rec, err = b.bake(ctx, def, m, img, dir, id, progress)
+			if err == nil || attempt == 2 || ctx.Err() != nil {
+				break
+			}
+			fmt.Fprintf(progress, "bake attempt %d failed, retrying: %v\n", attempt, err)
+		}
 		if err != nil {
 			return pandastack.Template{}, err
 		}
@@ -276,7 +283,7 @@ func (b *Builder) bake(ctx context.Context, def Def, m vmm.Machine, img, dir, id
 		return rec, fmt.Errorf("boot: %w", err)
 	}
 	defer v.Kill(context.Background())
-	bootCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	bootCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	go func() {
 		select {

@@ -2,7 +2,9 @@ package qemu
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/pandastack/pandastack"
 	"github.com/pandastack/pandastack/internal/guestproto"
@@ -83,3 +85,35 @@ func buildArgs(s argSpec) []string {
 
 // DefaultCmdline is the guest kernel command line for PandaStack images.
 const DefaultCmdline = "console=ttyS0 quiet loglevel=3 panic=-1 random.trust_cpu=on rdinit=/init root=/dev/vda rw"
+
+// KernelCmdline is the guest kernel command line for accel. Under TCG the
+// guest's TSC runs at the host's rate, and the kernel's calibration against
+// the emulated PIT fails now and then on a busy host (it then marks the TSC
+// unstable and stalls early in boot): so the host's TSC rate is given to it.
+func KernelCmdline(accel pandastack.Accel) string {
+	if accel != pandastack.AccelTCG {
+		return DefaultCmdline
+	}
+	if khz := hostTSCkHz(); khz > 0 {
+		return fmt.Sprintf("%s tsc_early_khz=%d", DefaultCmdline, khz)
+	}
+	return DefaultCmdline
+}
+
+// hostTSCkHz reads the host's clock rate from /proc/cpuinfo (with a constant
+// TSC, the TSC rate).
+func hostTSCkHz() int {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil || !strings.Contains(string(b), "constant_tsc") {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "cpu MHz") {
+			var mhz float64
+			if _, err := fmt.Sscanf(strings.TrimSpace(strings.SplitN(l, ":", 2)[1]), "%f", &mhz); err == nil && mhz > 0 {
+				return int(mhz * 1000)
+			}
+		}
+	}
+	return 0
+}

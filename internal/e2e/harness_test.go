@@ -1,0 +1,283 @@
+// Package e2e runs PandaStack end to end: the real pandastack binary as a
+// server, real QEMU microVMs (TCG where KVM does not work), the real guest
+// agent, driven through the Go SDK and raw HTTP like a user would.
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	sdk "github.com/pandastack/pandastack/sdk/go"
+)
+
+// template is what the suite creates sandboxes from: the product's default.
+const template = "base"
+
+var (
+	binDir   string // built pandastack and pandastack-guest
+	cacheDir string // build cache shared by every server of the suite
+	main     *serverProc
+)
+
+// serverProc is a running `pandastack server`.
+type serverProc struct {
+	cmd     *exec.Cmd
+	dataDir string
+	url     string
+	admin   string
+	log     string
+	exited  chan struct{}
+}
+
+func TestMain(m *testing.M) {
+	code, err := run(m)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		code = 1
+	}
+	os.Exit(code)
+}
+
+func run(m *testing.M) (int, error) {
+	if os.Getuid() != 0 {
+		return 1, fmt.Errorf("the end-to-end suite needs root (QEMU VMs run as their own uids; debootstrap)")
+	}
+	var err error
+	if binDir, err = os.MkdirTemp("", "pandastack-e2e-bin-"); err != nil {
+		return 1, err
+	}
+	defer os.RemoveAll(binDir)
+	for _, b := range []string{"pandastack", "pandastack-guest"} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(binDir, b), "github.com/pandastack/pandastack/cmd/"+b)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return 1, fmt.Errorf("build %s: %v\n%s", b, err, out)
+		}
+	}
+	_ = os.Chmod(binDir, 0o755)
+	cacheDir = os.Getenv("PANDASTACK_E2E_CACHE")
+	if cacheDir == "" {
+		cacheDir = filepath.Join(os.TempDir(), "pandastack-e2e-cache")
+	}
+	dataDir, err := os.MkdirTemp("", "ps-e2e-")
+	if err != nil {
+		return 1, err
+	}
+	defer os.RemoveAll(dataDir)
+	main, err = startServer(dataDir)
+	if err != nil {
+		return 1, err
+	}
+	if err := main.waitTemplate(template, 50*time.Minute); err != nil {
+		main.stop()
+		return 1, err
+	}
+	code := m.Run()
+	main.stop()
+	if leaked := qemuProcesses(dataDir); len(leaked) > 0 {
+		return 1, fmt.Errorf("QEMU processes left after the server stopped: %v", leaked)
+	}
+	return code, nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// startServer runs `pandastack server` on dataDir and waits for /v1/health.
+func startServer(dataDir string, extra ...string) (*serverProc, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	logPath := filepath.Join(dataDir, "server.log")
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	args := append([]string{"server", "--data-dir", dataDir, "--cache-dir", cacheDir,
+		"--listen", fmt.Sprintf("127.0.0.1:%d", port), "--templates", template, "--pool", "2"}, extra...)
+	cmd := exec.Command(filepath.Join(binDir, "pandastack"), args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	s := &serverProc{cmd: cmd, dataDir: dataDir, url: fmt.Sprintf("http://127.0.0.1:%d", port), log: logPath, exited: make(chan struct{})}
+	go func() { cmd.Wait(); close(s.exited) }()
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		resp, err := http.Get(s.url + "/v1/health")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		select {
+		case <-s.exited:
+			return nil, fmt.Errorf("server exited at start:\n%s", s.tail())
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			s.stop()
+			return nil, fmt.Errorf("server did not answer health:\n%s", s.tail())
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(dataDir, "admin-key"))
+	if err != nil {
+		s.stop()
+		return nil, fmt.Errorf("admin key: %w", err)
+	}
+	s.admin = strings.TrimSpace(string(b))
+	return s, nil
+}
+
+// waitTemplate waits until the server lists the template as built.
+func (s *serverProc) waitTemplate(name string, limit time.Duration) error {
+	c := s.client(s.admin)
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		ts, err := c.Templates(context.Background())
+		if err == nil {
+			for _, t := range ts {
+				if t.Name == name {
+					return nil
+				}
+			}
+		}
+		if strings.Contains(s.tail(), "template build failed") {
+			return fmt.Errorf("template build failed:\n%s", s.tail())
+		}
+		select {
+		case <-s.exited:
+			return fmt.Errorf("server exited while building %s:\n%s", name, s.tail())
+		case <-time.After(time.Second):
+		}
+	}
+	return fmt.Errorf("template %s not built within %v:\n%s", name, limit, s.tail())
+}
+
+func (s *serverProc) client(key string) *sdk.Client {
+	return sdk.NewClient(sdk.WithBaseURL(s.url), sdk.WithAPIKey(key))
+}
+
+// stop ends the server gracefully (its sandboxes keep running unless it
+// was started with --kill-on-exit).
+func (s *serverProc) stop() {
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.exited:
+	case <-time.After(60 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.exited
+	}
+}
+
+// crash kills the server without warning.
+func (s *serverProc) crash() {
+	_ = s.cmd.Process.Kill()
+	<-s.exited
+}
+
+func (s *serverProc) tail() string {
+	f, err := os.Open(s.log)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	var lines []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if len(lines) > 40 {
+			lines = lines[1:]
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// qemuProcesses lists QEMU processes whose VM lives under dataDir.
+func qemuProcesses(dataDir string) []int {
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		cl := string(b)
+		if strings.Contains(cl, "qemu-system") && strings.Contains(cl, dataDir+"/") {
+			var pid int
+			fmt.Sscan(e.Name(), &pid)
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// vmDirs lists the VM directories of a server.
+func vmDirs(dataDir string) []string {
+	ents, _ := os.ReadDir(filepath.Join(dataDir, "vms"))
+	var out []string
+	for _, e := range ents {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+// teamClient makes a key for a new team and returns a client using it.
+func teamClient(t *testing.T, team string) *sdk.Client {
+	t.Helper()
+	k, err := main.client(main.admin).CreateKey(context.Background(), team, "e2e")
+	if err != nil {
+		t.Fatalf("create key for %s: %v", team, err)
+	}
+	return main.client(k.Key)
+}
+
+// newSandbox creates a sandbox that is killed when the test ends.
+func newSandbox(t *testing.T, c *sdk.Client, p sdk.CreateSandboxParams) *sdk.Sandbox {
+	t.Helper()
+	if p.Template == "" {
+		p.Template = template
+	}
+	if p.TTLSeconds == 0 {
+		p.TTLSeconds = 600
+	}
+	sb, err := c.CreateSandbox(context.Background(), p)
+	if err != nil {
+		t.Fatalf("create sandbox: %v", err)
+	}
+	t.Cleanup(func() { _ = sb.Kill(context.Background()) })
+	return sb
+}
+
+// eventually retries cond until it holds or the limit passes.
+func eventually(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", limit, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

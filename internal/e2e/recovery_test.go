@@ -1,0 +1,93 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	sdk "github.com/pandastack/pandastack/sdk/go"
+)
+
+// A server that crashes leaves its VMs running; the next start re-attaches
+// to the live ones, ends the expired ones and removes pool leftovers.
+func TestCrashRecovery(t *testing.T) {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "ps-crash-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	s, err := startServer(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { s.stop() }()
+	if err := s.waitTemplate(template, 20*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	c := s.client(s.admin)
+	keep, err := c.CreateSandbox(ctx, sdk.CreateSandboxParams{Template: template, TTLSeconds: 600})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := keep.Files().Write(ctx, "/root/state.txt", []byte("survives")); err != nil {
+		t.Fatal(err)
+	}
+	pid, err := keep.StartBackground(ctx, "sleep 1000", sdk.ExecOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, err := c.CreateSandbox(ctx, sdk.CreateSandboxParams{Template: template, TTLSeconds: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.crash()
+	if n := len(qemuProcesses(dir)); n < 2 {
+		t.Fatalf("%d QEMU processes after the crash, want the sandboxes' still running", n)
+	}
+	time.Sleep(4 * time.Second) // short's TTL runs out while the server is down
+
+	s, err = startServer(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c = s.client(s.admin)
+	got, err := c.GetSandbox(ctx, keep.ID)
+	if err != nil || got.State != "running" {
+		t.Fatalf("kept sandbox after restart: %v %+v", err, got)
+	}
+	keep = c.Sandbox(keep.ID)
+	b, err := keep.Files().Read(ctx, "/root/state.txt")
+	if err != nil || string(b) != "survives" {
+		t.Fatalf("file after restart: %v %q", err, b)
+	}
+	ps, err := keep.Processes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, p := range ps {
+		found = found || (p.PID == pid && p.Running)
+	}
+	if !found {
+		t.Fatalf("background process %d not running after restart: %+v", pid, ps)
+	}
+	eventually(t, 10*time.Second, "expired sandbox marked", func() bool {
+		g, err := c.GetSandbox(ctx, short.ID)
+		return err == nil && g.State == "expired"
+	})
+	// Only the re-attached sandbox and the new pool remain.
+	if err := s.waitTemplate(template, 5*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := keep.Kill(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.stop()
+	// A graceful stop leaves no pool process behind; sandboxes (none now) would stay.
+	eventually(t, 10*time.Second, "no QEMU left", func() bool { return len(qemuProcesses(dir)) == 0 })
+	if d := vmDirs(dir); len(d) != 0 {
+		t.Fatalf("vm dirs left: %v", d)
+	}
+}
