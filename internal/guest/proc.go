@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -84,15 +85,55 @@ func (p *proc) exitInfo() guestproto.Exit {
 // procTable tracks the agent's children. As PID 1 the agent reaps every
 // process in the VM, so it owns waiting: nothing else calls wait.
 type procTable struct {
-	mu    sync.Mutex
-	procs map[int]*proc
-	seq   int
-	cgOK  bool
+	mu      sync.Mutex
+	procs   map[int]*proc
+	cgOK    bool
+	cgSeq   atomic.Int64
+	cgReady chan string // cgroups made ahead, so an exec does not wait for mkdir
+	cgFill  atomic.Bool
 }
 
 func newProcTable() *procTable {
 	_, err := os.Stat(cgroupRoot)
-	return &procTable{procs: map[int]*proc{}, cgOK: err == nil && os.Getpid() == 1}
+	t := &procTable{procs: map[int]*proc{}, cgOK: err == nil && os.Getpid() == 1, cgReady: make(chan string, 8)}
+	if t.cgOK {
+		t.fillCgroups()
+	}
+	return t
+}
+
+// takeCgroup returns an empty cgroup for a new command.
+func (t *procTable) takeCgroup() string {
+	select {
+	case cg := <-t.cgReady:
+		return cg
+	default:
+		return t.makeCgroup()
+	}
+}
+
+func (t *procTable) makeCgroup() string {
+	cg := filepath.Join(cgroupRoot, "c"+strconv.FormatInt(t.cgSeq.Add(1), 10))
+	if err := os.Mkdir(cg, 0o755); err != nil {
+		return ""
+	}
+	return cg
+}
+
+// fillCgroups tops up the ready cgroups; a snapshot keeps them, so the first
+// command after a restore finds one.
+func (t *procTable) fillCgroups() {
+	if !t.cgFill.CompareAndSwap(false, true) {
+		return
+	}
+	defer t.cgFill.Store(false)
+	for len(t.cgReady) < cap(t.cgReady)/2 {
+		cg := t.makeCgroup()
+		if cg == "" {
+			return
+		}
+		t.cgReady <- cg
+	}
 }
 
 // reap collects exit statuses forever.
@@ -142,9 +183,6 @@ func (t *procTable) waitChild(p *proc) {
 
 // start runs a command. files are the child's stdin, stdout and stderr.
 func (t *procTable) start(req guestproto.Request, files []uintptr) (*proc, error) {
-	if len(req.Args) == 0 {
-		return nil, &guestproto.Error{Code: guestproto.ErrInvalid, Message: "no command given"}
-	}
 	u, err := lookupUser(req.User)
 	if err != nil {
 		return nil, err
@@ -152,6 +190,12 @@ func (t *procTable) start(req guestproto.Request, files []uintptr) (*proc, error
 	env := baseEnv(u)
 	for k, v := range req.Env {
 		env = setEnv(env, k, v)
+	}
+	if req.Shell != "" {
+		req.Args = shellArgs(req.Shell, env)
+	}
+	if len(req.Args) == 0 {
+		return nil, &guestproto.Error{Code: guestproto.ErrInvalid, Message: "no command given"}
 	}
 	dir := req.Cwd
 	if dir == "" {
@@ -173,24 +217,24 @@ func (t *procTable) start(req guestproto.Request, files []uintptr) (*proc, error
 	}
 	p := &proc{args: req.Args, background: req.Background, started: time.Now(), exited: make(chan struct{})}
 	p.outCnd = sync.NewCond(&p.outMu)
+	var cg string
+	if t.cgOK {
+		cg = t.takeCgroup()
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.seq++
-	if t.cgOK {
-		cg := filepath.Join(cgroupRoot, "c"+strconv.Itoa(t.seq))
-		if err := os.Mkdir(cg, 0o755); err == nil {
-			if fd, err := syscall.Open(cg, syscall.O_DIRECTORY|syscall.O_RDONLY|syscall.O_CLOEXEC, 0); err == nil {
-				defer syscall.Close(fd)
-				attr.Sys.UseCgroupFD = true
-				attr.Sys.CgroupFD = fd
-				p.cgroup = cg
-			}
+	if cg != "" {
+		if fd, err := syscall.Open(cg, syscall.O_DIRECTORY|syscall.O_RDONLY|syscall.O_CLOEXEC, 0); err == nil {
+			defer syscall.Close(fd)
+			attr.Sys.UseCgroupFD = true
+			attr.Sys.CgroupFD = fd
+			p.cgroup = cg
 		}
 	}
 	pid, err := syscall.ForkExec(argv0, req.Args, attr)
 	if err != nil {
-		if p.cgroup != "" {
-			_ = os.Remove(p.cgroup)
+		if cg != "" {
+			_ = os.Remove(cg)
 		}
 		return nil, &guestproto.Error{Code: errCode(err), Message: fmt.Sprintf("start %s: %v", req.Args[0], err)}
 	}
@@ -204,6 +248,9 @@ func (t *procTable) start(req guestproto.Request, files []uintptr) (*proc, error
 
 // finish forgets a process once nobody needs its status any more.
 func (t *procTable) finish(p *proc) {
+	if t.cgOK {
+		go t.fillCgroups() // after the command, not while it starts
+	}
 	if p.cgroup != "" {
 		// Leftover daemons keep the cgroup busy; it is removed when they go.
 		go func() {

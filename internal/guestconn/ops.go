@@ -27,13 +27,9 @@ func (c *Client) Sync(ctx context.Context) error {
 // Exec runs a command. Cancelling ctx kills a foreground command.
 func (c *Client) Exec(ctx context.Context, req pandastack.ExecRequest, stdin io.Reader, fn func(pandastack.ExecEvent) error) (pandastack.ExecResult, error) {
 	var res pandastack.ExecResult
-	args := req.Args
-	if len(args) == 0 {
-		if req.Cmd == "" {
-			return res, pandastack.Errorf(pandastack.EInvalid, "exec needs cmd or args")
-		}
-		args = []string{"/bin/sh", "-c", req.Cmd}
-	} else if req.Cmd != "" {
+	if len(req.Args) == 0 && req.Cmd == "" {
+		return res, pandastack.Errorf(pandastack.EInvalid, "exec needs cmd or args")
+	} else if len(req.Args) > 0 && req.Cmd != "" {
 		return res, pandastack.Errorf(pandastack.EInvalid, "exec takes cmd or args, not both")
 	}
 	if req.TimeoutSeconds < 0 || math.IsNaN(req.TimeoutSeconds) {
@@ -42,7 +38,7 @@ func (c *Client) Exec(ctx context.Context, req pandastack.ExecRequest, stdin io.
 	if len(req.Stdin) > 0 && stdin == nil {
 		stdin = bytesReader(req.Stdin)
 	}
-	gr := guestproto.Request{Op: guestproto.OpExec, Args: args, Env: req.Env, Cwd: req.Cwd, User: req.User,
+	gr := guestproto.Request{Op: guestproto.OpExec, Shell: req.Cmd, Args: req.Args, Env: req.Env, Cwd: req.Cwd, User: req.User,
 		TimeoutMs: int64(req.TimeoutSeconds * 1000), Background: req.Background, Stdin: stdin != nil && !req.Background}
 	gc, done, err := c.open(ctx, gr)
 	if err != nil {

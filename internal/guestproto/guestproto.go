@@ -126,7 +126,9 @@ const (
 type Request struct {
 	Op string `json:"op"`
 
-	// exec
+	// exec: Shell is a command line for /bin/sh -c (the agent runs a simple
+	// one directly); otherwise Args is the argv.
+	Shell      string            `json:"shell,omitempty"`
 	Args       []string          `json:"args,omitempty"`
 	Env        map[string]string `json:"env,omitempty"`
 	Cwd        string            `json:"cwd,omitempty"`

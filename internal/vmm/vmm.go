@@ -23,6 +23,7 @@ var ErrGone = errors.New("vm process is gone")
 // equal to the one that saved it.
 type Machine struct {
 	CPUs      int    `json:"cpus"`
+	CPUModel  string `json:"cpu_model,omitempty"` // e.g. "host" (KVM), "max" (TCG)
 	MemoryMiB int    `json:"memory_mib"`
 	Kernel    string `json:"kernel"`
 	Initrd    string `json:"initrd"`

@@ -1,0 +1,34 @@
+package guest
+
+import (
+	"reflect"
+	"testing"
+)
+
+func TestShellArgs(t *testing.T) {
+	env := []string{"PATH=/usr/bin:/bin"}
+	sh := func(c string) []string { return []string{"/bin/sh", "-c", c} }
+	tests := []struct {
+		cmd  string
+		want []string
+	}{
+		{"true", []string{"/usr/bin/true"}},
+		{"ls -la /tmp", []string{"/usr/bin/ls", "-la", "/tmp"}},
+		{"/usr/bin/env", []string{"/usr/bin/env"}},
+		{"echo hi", sh("echo hi")},                     // builtin with its own meaning
+		{"cd /tmp", sh("cd /tmp")},                     // builtin only
+		{"ls *.go", sh("ls *.go")},                     // glob
+		{"ls $HOME", sh("ls $HOME")},                   // expansion
+		{"FOO=1 env", sh("FOO=1 env")},                 // assignment
+		{"ls > out", sh("ls > out")},                   // redirection
+		{"ls 'a b'", sh("ls 'a b'")},                   // quoting
+		{"true; false", sh("true; false")},             // list
+		{"no-such-program-x", sh("no-such-program-x")}, // the shell reports it
+		{"ls ~", sh("ls ~")},                           // tilde
+	}
+	for _, tc := range tests {
+		if got := shellArgs(tc.cmd, env); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("shellArgs(%q) = %q, want %q", tc.cmd, got, tc.want)
+		}
+	}
+}
