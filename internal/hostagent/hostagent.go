@@ -356,6 +356,7 @@ func (a *Agent) Close(ctx context.Context, killAll bool) error {
 			errs = append(errs, a.end(ctx, s, pandastack.StateKilled, "host shut down"))
 		} else {
 			s.client.Close()
+			s.vm.Release()
 		}
 	}
 	errs = append(errs, a.cfg.Driver.Close())

@@ -57,6 +57,9 @@ type VM interface {
 	// SaveState pauses the VM and writes its device state to path. RAM is not
 	// copied: it stays in the shared memory file. The VM stays paused.
 	SaveState(ctx context.Context, path string) error
+	// Release closes this process's connections to the VM without stopping
+	// it; another process re-attaches with Driver.Recover.
+	Release()
 	// Kill stops the VM and removes its files. Safe to call more than once.
 	Kill(ctx context.Context) error
 	// Exited is closed when the VM process has ended.

@@ -82,6 +82,11 @@ func New(cfg Config) (*Driver, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o711); err != nil {
 		return nil, fmt.Errorf("create vm dir: %w", err)
 	}
+	if cfg.UIDBase > 0 {
+		if err := reachable(cfg.Dir); err != nil {
+			return nil, err
+		}
+	}
 	d := &Driver{cfg: cfg, log: cfg.Logger, uids: map[int]bool{}, pools: map[string]*pool{}}
 	d.ctx, d.stop = context.WithCancel(context.Background())
 	if out, err := exec.Command(bin, "-object", "memory-backend-file,help").CombinedOutput(); err == nil {
@@ -355,6 +360,27 @@ func (d *Driver) Close() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// reachable checks that VM processes, which run as unprivileged uids, can
+// reach dir: every ancestor must be searchable by others.
+func reachable(dir string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	for p := abs; ; p = filepath.Dir(p) {
+		st, err := os.Stat(p)
+		if err != nil {
+			return fmt.Errorf("vm dir: %w", err)
+		}
+		if st.Mode().Perm()&0o001 == 0 {
+			return fmt.Errorf("VM processes run as unprivileged users and cannot reach %s: %s is mode %v (chmod o+x it or choose another data dir)", abs, p, st.Mode().Perm())
+		}
+		if p == "/" {
+			return nil
+		}
+	}
 }
 
 // vmGroup is the group every VM process has: it may read (and, on QEMU

@@ -60,7 +60,12 @@ func dialQMP(ctx context.Context, path string, exited <-chan struct{}) (*qmp, er
 	}
 	q := &qmp{conn: c.(*net.UnixConn), pending: map[string]chan qmpReply{}, events: make(chan qmpEvent, 64), done: make(chan struct{})}
 	r := bufio.NewReader(c)
-	if _, err := r.ReadBytes('\n'); err != nil { // greeting
+	// QEMU serves one QMP client at a time: a greeting that does not come
+	// means another process holds the monitor.
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, err = r.ReadBytes('\n') // greeting
+	_ = c.SetReadDeadline(time.Time{})
+	if err != nil {
 		c.Close()
 		return nil, fmt.Errorf("read qmp greeting: %w", err)
 	}

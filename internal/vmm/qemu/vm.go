@@ -170,6 +170,19 @@ func (v *vm) SaveState(ctx context.Context, path string) error {
 	}
 }
 
+// Release drops the QMP and agent connections; the VM keeps running.
+func (v *vm) Release() {
+	v.mu.Lock()
+	if v.agent != nil {
+		v.agent.Close()
+		v.agent = nil
+	}
+	v.mu.Unlock()
+	if v.q != nil {
+		v.q.close()
+	}
+}
+
 // Kill ends the process and removes the VM's directory.
 func (v *vm) Kill(ctx context.Context) error {
 	v.mu.Lock()

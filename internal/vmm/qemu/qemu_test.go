@@ -1,0 +1,261 @@
+package qemu_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pandastack/pandastack/internal/guestconn"
+	"github.com/pandastack/pandastack/internal/store/sqlite"
+	"github.com/pandastack/pandastack/internal/templates"
+	"github.com/pandastack/pandastack/internal/vmm"
+	"github.com/pandastack/pandastack/internal/vmm/qemu"
+)
+
+// These tests run real QEMU on a real baked template ("minimal"), built
+// once into a shared cache (PANDASTACK_E2E_CACHE) and a per-run data dir.
+
+var (
+	once     sync.Once
+	snap     vmm.Snapshot
+	setupErr error
+	dataDir  string
+)
+
+// template bakes the minimal template once for the package.
+func template(t *testing.T) vmm.Snapshot {
+	t.Helper()
+	once.Do(func() {
+		if os.Getuid() != 0 {
+			setupErr = errors.New("needs root (debootstrap, per-VM uids)")
+			return
+		}
+		cache := os.Getenv("PANDASTACK_E2E_CACHE")
+		if cache == "" {
+			cache = filepath.Join(os.TempDir(), "pandastack-e2e-cache")
+		}
+		dataDir, setupErr = os.MkdirTemp("", "ps-qemu-")
+		if setupErr != nil {
+			return
+		}
+		_ = os.Chmod(dataDir, 0o711)
+		agentDir, err := os.MkdirTemp("", "ps-agent-")
+		if err != nil {
+			setupErr = err
+			return
+		}
+		_ = os.Chmod(agentDir, 0o755)
+		bin := filepath.Join(agentDir, "pandastack-guest")
+		cmd := exec.Command("go", "build", "-o", bin, "github.com/pandastack/pandastack/cmd/pandastack-guest")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			setupErr = errors.New(string(out))
+			return
+		}
+		store, err := sqlite.Open(context.Background(), ":memory:")
+		if err != nil {
+			setupErr = err
+			return
+		}
+		b, err := templates.New(templates.Config{DataDir: dataDir, CacheDir: cache, Store: store, AgentPath: bin})
+		if err != nil {
+			setupErr = err
+			return
+		}
+		drv, err := qemu.New(qemu.Config{Dir: filepath.Join(dataDir, "vms"), UIDBase: qemu.DefaultUIDBase})
+		if err != nil {
+			setupErr = err
+			return
+		}
+		b.UseDriver(drv)
+		if _, err := b.Build(context.Background(), "minimal", discard{}); err != nil {
+			setupErr = err
+			return
+		}
+		snap, _, setupErr = b.Snapshot(context.Background(), "minimal")
+	})
+	if setupErr != nil {
+		t.Fatalf("bake minimal template: %v", setupErr)
+	}
+	return snap
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+func newDriver(t *testing.T, dir string) *qemu.Driver {
+	t.Helper()
+	for p := dir; p != "/"; p = filepath.Dir(p) {
+		_ = os.Chmod(p, 0o711) // VM uids must reach it
+	}
+	d, err := qemu.New(qemu.Config{Dir: dir, UIDBase: qemu.DefaultUIDBase})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func qemuPIDs(dir string) int {
+	n := 0
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.Contains(string(b), "qemu-system") && strings.Contains(string(b), dir+"/") {
+			n++
+		}
+	}
+	return n
+}
+
+func ping(t *testing.T, v vmm.VM) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// The driver connected the agent socket while preparing the VM; QEMU
+	// serves one client at a time.
+	nc, err := v.(interface {
+		AgentConn(context.Context) (net.Conn, error)
+	}).AgentConn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, _, err := guestconn.NewConn(nc).Handshake(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := cl.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRestoreRunsAsItsOwnUser(t *testing.T) {
+	s := template(t)
+	dir := t.TempDir()
+	d := newDriver(t, dir)
+	defer d.Close()
+	v, err := d.Restore(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { v.Kill(context.Background()) })
+	ping(t, v)
+	st, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(v.PID()), "status"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(st), "Uid:\t1500000") {
+		t.Fatalf("qemu does not run as its own uid:\n%s", st)
+	}
+	if d.UID(v) < qemu.DefaultUIDBase {
+		t.Fatalf("uid %d", d.UID(v))
+	}
+}
+
+func TestFailedRestoreLeavesNothing(t *testing.T) {
+	s := template(t)
+	dir := t.TempDir()
+	d := newDriver(t, dir)
+	defer d.Close()
+	bad := s
+	state, _ := os.ReadFile(s.StateFile)
+	bad.StateFile = filepath.Join(t.TempDir(), "state")
+	if err := os.WriteFile(bad.StateFile, state[:len(state)/3], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bad.Key = "broken"
+	if _, err := d.Restore(context.Background(), bad); err == nil || !strings.Contains(err.Error(), "load state") {
+		t.Fatalf("restore of a truncated state: %v, want a load state error", err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if ids, _ := d.List(); len(ids) != 0 {
+		t.Fatalf("vm dirs left: %v", ids)
+	}
+	if n := qemuPIDs(dir); n != 0 {
+		t.Fatalf("%d qemu processes left", n)
+	}
+}
+
+func TestRecoverAfterRestart(t *testing.T) {
+	s := template(t)
+	dir := t.TempDir()
+	d1 := newDriver(t, dir)
+	v, err := d1.Restore(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { v.Kill(context.Background()) })
+	// The first "server" goes away: its connections close, the VM runs on.
+	v.Release()
+	// A new driver (as after a server restart) finds and re-attaches to it.
+	d2 := newDriver(t, dir)
+	defer d2.Close()
+	ids, _ := d2.List()
+	if len(ids) != 1 || ids[0] != v.ID() {
+		t.Fatalf("list %v, want [%s]", ids, v.ID())
+	}
+	r, err := d2.Recover(context.Background(), v.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ping(t, r)
+	if err := r.Kill(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d2.Recover(context.Background(), v.ID()); !errors.Is(err, vmm.ErrGone) {
+		t.Fatalf("recover of a killed vm: %v", err)
+	}
+	if ids, _ := d2.List(); len(ids) != 0 {
+		t.Fatalf("vm dirs left: %v", ids)
+	}
+}
+
+func TestPoolIsKilledOnClose(t *testing.T) {
+	s := template(t)
+	dir := t.TempDir()
+	d := newDriver(t, dir)
+	d.Prewarm(s, 2)
+	deadline := time.Now().Add(30 * time.Second)
+	for qemuPIDs(dir) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("pool did not fill")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := qemuPIDs(dir); n != 0 {
+		t.Fatalf("%d pooled qemu processes left after Close", n)
+	}
+	if ids, _ := d.List(); len(ids) != 0 {
+		t.Fatalf("vm dirs left: %v", ids)
+	}
+}
+
+func TestSnapshotFilesAreSealed(t *testing.T) {
+	s := template(t)
+	for _, f := range []string{s.StateFile, s.BaseDisk} {
+		st, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Mode().Perm()&0o222 != 0 {
+			t.Errorf("%s is writable: %v", f, st.Mode())
+		}
+	}
+	st, _ := os.Stat(s.MemFile)
+	if st.Mode().Perm()&0o002 != 0 {
+		t.Errorf("memory file is world-writable: %v", st.Mode())
+	}
+}

@@ -1,0 +1,509 @@
+"""The synchronous PandaStack client."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import threading
+from datetime import datetime
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Union
+from urllib.parse import quote
+
+from . import errors
+from ._http import CHUNK, Transport, iter_file
+from ._models import (CreatedKey, ExecResult, FileInfo, ProcessInfo, Template, parse_time,
+                      read_exec_stream)
+from ._version import __version__
+
+DEFAULT_BASE_URL = "http://localhost:8080"
+DEFAULT_TIMEOUT = 120.0
+NDJSON = "application/x-ndjson"
+
+StrCallback = Optional[Callable[[str], Any]]
+BytesCallback = Optional[Callable[[bytes], Any]]
+
+
+class PandaStack:
+    """A client for a PandaStack server.
+
+    ``token`` defaults to ``$PANDASTACK_API_KEY`` (then ``$PANDASTACK_TOKEN``),
+    ``base_url`` to ``$PANDASTACK_BASE_URL`` (then http://localhost:8080).
+    ``timeout`` (seconds) bounds connecting and each wait for data on ordinary
+    calls; command streams wait as long as the command runs. A client is
+    safe to share between threads (each thread uses its own connections).
+    """
+
+    def __init__(self, token: Optional[str] = None, base_url: Optional[str] = None, *,
+                 api_key: Optional[str] = None, timeout: Optional[float] = DEFAULT_TIMEOUT,
+                 ssl_context: Any = None):
+        token = token or api_key or os.environ.get("PANDASTACK_API_KEY") \
+            or os.environ.get("PANDASTACK_TOKEN") or None
+        base_url = (base_url or os.environ.get("PANDASTACK_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+        self.token = token
+        self.base_url = base_url
+        self.timeout = timeout
+        self._t = Transport(base_url, token, timeout, f"pandastack-python/{__version__}", ssl_context)
+        self.sandboxes = Sandboxes(self)
+
+    def __repr__(self) -> str:
+        return f"PandaStack(base_url={self.base_url!r})"
+
+    def close(self) -> None:
+        """Closes the calling thread's idle connections (others close when
+        garbage-collected)."""
+        self._t.close()
+
+    def __enter__(self) -> "PandaStack":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- server-wide calls -------------------------------------------------
+
+    def health(self) -> Dict[str, Any]:
+        """``{"status","version","accel","isolation"}``; needs no key."""
+        return self._t.call("GET", "/v1/health")
+
+    def templates(self) -> List[Template]:
+        """The templates sandboxes can be created from."""
+        out = self._t.call("GET", "/v1/templates")
+        return [Template.from_dict(d) for d in out.get("templates") or []]
+
+    def build_template(self, name: str, on_log: StrCallback = None) -> Template:
+        """Builds (or rebuilds) a template, streaming its log lines to
+        ``on_log``. Needs an admin key."""
+        resp = self._t.request("POST", "/v1/templates/" + quote(name, safe="") + "/build",
+                               accept=NDJSON, timeout=None)
+        try:
+            for line in resp.lines():
+                ev = json.loads(line)
+                typ = ev.get("type")
+                if typ == "log" and on_log is not None:
+                    on_log(ev.get("line", ""))
+                elif typ == "done":
+                    return Template.from_dict(ev.get("template") or {})
+                elif typ == "error":
+                    e = ev.get("error") or {}
+                    raise errors.make_error(e.get("code"), e.get("message", ""), None, resp.request_id)
+            raise errors.APIConnectionError(f"build stream of {name} ended early",
+                                            request_id=resp.request_id)
+        finally:
+            resp.close()
+
+    def create_key(self, team: str, name: Optional[str] = None) -> CreatedKey:
+        """Creates an API key for a team (created if absent). Admin keys only."""
+        body: Dict[str, Any] = {"team": team}
+        if name:
+            body["name"] = name
+        d = self._t.call("POST", "/v1/keys", json_body=body)
+        return CreatedKey(**{k: d.get(k) for k in CreatedKey.__dataclass_fields__})
+
+
+class Sandboxes:
+    """``client.sandboxes``: create, get and list sandboxes."""
+
+    def __init__(self, client: PandaStack):
+        self._c = client
+
+    def create(self, template: str = "base", *, ttl_seconds: Optional[int] = None,
+               metadata: Optional[Dict[str, str]] = None,
+               env: Optional[Dict[str, str]] = None) -> "Sandbox":
+        """Starts a sandbox from a template (running when this returns)."""
+        body: Dict[str, Any] = {"template": template}
+        if ttl_seconds is not None:
+            body["ttl_seconds"] = ttl_seconds
+        if metadata:
+            body["metadata"] = dict(metadata)
+        if env:
+            body["env"] = dict(env)
+        return Sandbox(self._c, self._c._t.call("POST", "/v1/sandboxes", json_body=body))
+
+    def get(self, sandbox_id: str) -> "Sandbox":
+        """Fetches a sandbox, live or ended."""
+        return Sandbox(self._c, self._c._t.call("GET", _sandbox_path(sandbox_id)))
+
+    def connect(self, sandbox_id: str) -> "Sandbox":
+        """A handle on a sandbox without fetching it (fields empty until refresh())."""
+        return Sandbox(self._c, {"id": sandbox_id})
+
+    def list(self, *, metadata: Optional[Dict[str, str]] = None,
+             all: bool = False) -> List["Sandbox"]:
+        """The team's sandboxes, oldest first: live ones, or ``all=True``
+        to include ended ones. ``metadata`` filters (all must match)."""
+        q: Dict[str, str] = {}
+        if all:
+            q["state"] = "all"
+        for k, v in (metadata or {}).items():
+            q["metadata." + k] = v
+        out = self._c._t.call("GET", "/v1/sandboxes", query=q or None)
+        return [Sandbox(self._c, d) for d in out.get("sandboxes") or []]
+
+
+def _sandbox_path(sandbox_id: str) -> str:
+    return "/v1/sandboxes/" + quote(sandbox_id, safe="")
+
+
+_default_lock = threading.Lock()
+_default_clients: Dict[Any, PandaStack] = {}
+
+
+def default_client() -> PandaStack:
+    """The client configured from the environment, as it is now."""
+    key = (os.environ.get("PANDASTACK_API_KEY") or os.environ.get("PANDASTACK_TOKEN"),
+           os.environ.get("PANDASTACK_BASE_URL"))
+    with _default_lock:
+        c = _default_clients.get(key)
+        if c is None:
+            c = _default_clients[key] = PandaStack()
+        return c
+
+
+class Sandbox:
+    """A microVM and a handle to operate on it. Its attributes are a snapshot
+    from the server; :meth:`refresh` updates them. ``with Sandbox.create()
+    as sbx:`` kills the sandbox at the end of the block."""
+
+    id: str
+    team_id: str
+    template: str
+    template_id: str
+    state: str           # starting, running, killed, expired, failed
+    host: str
+    accel: str           # kvm or tcg
+    metadata: Dict[str, str]
+    env: Dict[str, str]
+    cpus: int
+    memory_mib: int
+    created_at: Optional[datetime]
+    expires_at: Optional[datetime]
+    ended_at: Optional[datetime]
+    end_reason: str
+
+    def __init__(self, client: PandaStack, data: Dict[str, Any]):
+        self._client = client
+        self._load(data)
+        self.filesystem = Filesystem(self)
+
+    def _load(self, d: Dict[str, Any]) -> None:
+        self.raw = dict(d)
+        self.id = d.get("id", "")
+        self.team_id = d.get("team_id", "")
+        self.template = d.get("template", "")
+        self.template_id = d.get("template_id", "")
+        self.state = d.get("state", "")
+        self.host = d.get("host", "")
+        self.accel = d.get("accel", "")
+        self.metadata = dict(d.get("metadata") or {})
+        self.env = dict(d.get("env") or {})
+        self.cpus = int(d.get("cpus") or 0)
+        self.memory_mib = int(d.get("memory_mib") or 0)
+        self.created_at = parse_time(d.get("created_at"))
+        self.expires_at = parse_time(d.get("expires_at"))
+        self.ended_at = parse_time(d.get("ended_at"))
+        self.end_reason = d.get("end_reason") or ""
+
+    # -- construction --------------------------------------------------------
+
+    @classmethod
+    def create(cls, template: str = "base", *, ttl_seconds: Optional[int] = None,
+               metadata: Optional[Dict[str, str]] = None, env: Optional[Dict[str, str]] = None,
+               client: Optional[PandaStack] = None) -> "Sandbox":
+        """Starts a sandbox with ``client`` (default: configured from the
+        environment, see PandaStack)."""
+        return (client or default_client()).sandboxes.create(
+            template, ttl_seconds=ttl_seconds, metadata=metadata, env=env)
+
+    @classmethod
+    def get(cls, sandbox_id: str, *, client: Optional[PandaStack] = None) -> "Sandbox":
+        """Fetches an existing sandbox."""
+        return (client or default_client()).sandboxes.get(sandbox_id)
+
+    @classmethod
+    def list(cls, *, metadata: Optional[Dict[str, str]] = None, all: bool = False,
+             client: Optional[PandaStack] = None) -> List["Sandbox"]:
+        """Lists the team's sandboxes (see Sandboxes.list)."""
+        return (client or default_client()).sandboxes.list(metadata=metadata, all=all)
+
+    @property
+    def client(self) -> PandaStack:
+        return self._client
+
+    @property
+    def files(self) -> "Filesystem":
+        """Alias of :attr:`filesystem`."""
+        return self.filesystem
+
+    @property
+    def live(self) -> bool:
+        """Whether the sandbox was running when last fetched."""
+        return self.state in ("starting", "running")
+
+    def __repr__(self) -> str:
+        return f"Sandbox(id={self.id!r}, template={self.template!r}, state={self.state!r}, accel={self.accel!r})"
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.kill()
+
+    def _path(self, rest: str = "") -> str:
+        return _sandbox_path(self.id) + rest
+
+    def _call(self, method: str, rest: str, **kw: Any) -> Any:
+        return self._client._t.call(method, self._path(rest), **kw)
+
+    # -- lifecycle -----------------------------------------------------------
+
+    def refresh(self) -> "Sandbox":
+        """Reloads the attributes from the server."""
+        self._load(self._call("GET", ""))
+        return self
+
+    def kill(self) -> None:
+        """Ends the sandbox. Killing an ended sandbox is not an error."""
+        self._call("DELETE", "")
+
+    def set_ttl(self, ttl_seconds: int) -> "Sandbox":
+        """Makes the sandbox expire ``ttl_seconds`` from now (updates expires_at)."""
+        self._load(self._call("PUT", "/ttl", json_body={"ttl_seconds": ttl_seconds}))
+        return self
+
+    def ping(self) -> float:
+        """One round trip to the guest agent, in milliseconds (measured by the server)."""
+        return float(self._call("POST", "/ping")["rtt_ms"])
+
+    # Routes of the API that not every server serves yet: against a server
+    # without them these raise the server's answer (NotFoundError or
+    # MethodNotAllowedError).
+
+    def snapshot(self) -> Dict[str, Any]:
+        """POST /v1/sandboxes/{id}/snapshot; returns the server's answer."""
+        return self._call("POST", "/snapshot") or {}
+
+    def fork(self) -> "Sandbox":
+        """POST /v1/sandboxes/{id}/fork; returns the new sandbox."""
+        return Sandbox(self._client, self._call("POST", "/fork"))
+
+    def hibernate(self) -> "Sandbox":
+        """POST /v1/sandboxes/{id}/hibernate."""
+        return self._reload_from(self._call("POST", "/hibernate"))
+
+    def wake(self) -> "Sandbox":
+        """POST /v1/sandboxes/{id}/wake."""
+        return self._reload_from(self._call("POST", "/wake"))
+
+    def _reload_from(self, d: Any) -> "Sandbox":
+        if isinstance(d, dict) and d.get("id") == self.id:
+            self._load(d)
+        else:
+            self.refresh()
+        return self
+
+    # -- commands ------------------------------------------------------------
+
+    def exec(self, cmd: Union[str, Sequence[str]], *, background: bool = False,
+             env: Optional[Dict[str, str]] = None, cwd: Optional[str] = None,
+             user: Optional[str] = None, timeout_seconds: Optional[float] = None,
+             stdin: Union[str, bytes, None] = None,
+             on_stdout: StrCallback = None, on_stderr: StrCallback = None,
+             on_stdout_bytes: BytesCallback = None, on_stderr_bytes: BytesCallback = None,
+             discard_output: bool = False) -> Any:
+        """Runs a command and waits for it to end; returns an ExecResult.
+
+        ``cmd`` is a string run with ``/bin/sh -c``, or a list (argv) run
+        without a shell. Output always streams: ``on_stdout``/``on_stderr``
+        get ``str`` chunks as they are produced (``*_bytes`` variants get the
+        raw bytes). A non-zero exit or a timeout is not an exception (see
+        ``result.exit_code``, ``result.timed_out``). ``discard_output``
+        keeps nothing in the result (the callbacks still fire).
+
+        With ``background=True`` the command keeps running after the call
+        and a :class:`BackgroundProcess` (``.pid``) is returned at once.
+        """
+        body: Dict[str, Any] = {}
+        if isinstance(cmd, str):
+            body["cmd"] = cmd
+        else:
+            body["args"] = [str(a) for a in cmd]
+        if env:
+            body["env"] = dict(env)
+        if cwd:
+            body["cwd"] = cwd
+        if user:
+            body["user"] = user
+        if timeout_seconds:
+            body["timeout_seconds"] = timeout_seconds
+        if stdin is not None:
+            if isinstance(stdin, str):
+                stdin = stdin.encode("utf-8")
+            body["stdin_base64"] = base64.b64encode(stdin).decode("ascii")
+        if background:
+            body["background"] = True
+            out = self._call("POST", "/exec", json_body=body)
+            return BackgroundProcess(self, int(out["pid"]))
+        resp = self._client._t.request("POST", self._path("/exec"), json_body=body,
+                                       accept=NDJSON, timeout=None)
+        return self._follow(resp, on_stdout, on_stderr, on_stdout_bytes, on_stderr_bytes,
+                            discard_output)
+
+    def _follow(self, resp: Any, on_stdout: StrCallback, on_stderr: StrCallback,
+                on_stdout_bytes: BytesCallback, on_stderr_bytes: BytesCallback,
+                discard_output: bool) -> ExecResult:
+        # Leaving early (a callback raised, KeyboardInterrupt, ...) closes
+        # the connection, which kills a foreground command.
+        try:
+            res = read_exec_stream(resp.lines(), resp.request_id, on_stdout=on_stdout,
+                                   on_stderr=on_stderr, on_stdout_bytes=on_stdout_bytes,
+                                   on_stderr_bytes=on_stderr_bytes, discard_output=discard_output)
+            try:
+                resp.read()  # the end of the chunked body, so the connection is reused
+            except errors.PandaStackError:
+                pass
+            return res
+        finally:
+            resp.close()
+
+    def attach(self, pid: int, *, on_stdout: StrCallback = None, on_stderr: StrCallback = None,
+               on_stdout_bytes: BytesCallback = None, on_stderr_bytes: BytesCallback = None,
+               discard_output: bool = False) -> ExecResult:
+        """Follows a process's output (replaying what the guest kept) until it
+        exits, and returns how it ended. Interrupting detaches without
+        killing it."""
+        resp = self._client._t.request("GET", self._path(f"/processes/{int(pid)}/stream"),
+                                       accept=NDJSON, timeout=None)
+        return self._follow(resp, on_stdout, on_stderr, on_stdout_bytes, on_stderr_bytes,
+                            discard_output)
+
+    def signal(self, pid: int, signal: Union[str, int] = "TERM") -> None:
+        """Sends a signal ("TERM", "SIGKILL", "9", ...) to a process."""
+        self._call("POST", f"/processes/{int(pid)}/signal", json_body={"signal": str(signal)})
+
+    def processes(self) -> List[ProcessInfo]:
+        """The commands started in the sandbox, by pid."""
+        out = self._call("GET", "/processes")
+        return [ProcessInfo.from_dict(d) for d in out.get("processes") or []]
+
+
+class BackgroundProcess:
+    """A command started with ``exec(..., background=True)``."""
+
+    def __init__(self, sandbox: Sandbox, pid: int):
+        self.sandbox = sandbox
+        self.pid = pid
+
+    def __repr__(self) -> str:
+        return f"BackgroundProcess(sandbox={self.sandbox.id!r}, pid={self.pid})"
+
+    def attach(self, **kw: Any) -> ExecResult:
+        """Follows its output until it exits (see Sandbox.attach)."""
+        return self.sandbox.attach(self.pid, **kw)
+
+    wait = attach
+
+    def signal(self, signal: Union[str, int] = "TERM") -> None:
+        self.sandbox.signal(self.pid, signal)
+
+    def kill(self) -> None:
+        """Sends SIGKILL."""
+        self.sandbox.signal(self.pid, "KILL")
+
+
+class Filesystem:
+    """``sandbox.filesystem``: the sandbox's files. Paths are absolute."""
+
+    def __init__(self, sandbox: Sandbox):
+        self._s = sandbox
+
+    def _t(self) -> Transport:
+        return self._s._client._t
+
+    def read_to(self, path: str, fileobj: Any) -> int:
+        """Streams a file into a binary file object (anything with
+        ``write(bytes)``); returns the number of bytes. A transfer cut short
+        raises APIConnectionError."""
+        resp = self._t().request("GET", self._s._path("/files"), query={"path": path},
+                                 accept="application/octet-stream")
+        try:
+            n = 0
+            while True:
+                b = resp.read1(CHUNK)
+                if not b:
+                    break
+                fileobj.write(b)
+                n += len(b)
+            length = resp.headers.get("Content-Length")
+            if length is not None and length.isdigit() and int(length) != n:
+                raise errors.APIConnectionError(f"read {path}: got {n} of {length} bytes",
+                                                request_id=resp.request_id)
+            return n
+        finally:
+            resp.close()
+
+    def read_bytes(self, path: str) -> bytes:
+        """A file's contents. For large files prefer read_to."""
+        buf = io.BytesIO()
+        self.read_to(path, buf)
+        return buf.getvalue()
+
+    def read(self, path: str, encoding: str = "utf-8", errors: str = "replace") -> str:
+        """A file's contents as text."""
+        return self.read_bytes(path).decode(encoding, errors)
+
+    def write(self, path: str, data: Union[str, bytes, bytearray, memoryview, Any],
+              mode: Union[int, str, None] = None) -> FileInfo:
+        """Creates or replaces a file. ``data`` is str (written as UTF-8),
+        bytes, a binary file object (streamed with chunked encoding, never
+        read whole into memory) or an iterable of bytes. ``mode`` is the
+        permission bits (0o755 or "0755"; default 0644)."""
+        q: Dict[str, str] = {"path": path}
+        if mode is not None:
+            q["mode"] = mode if isinstance(mode, str) else format(int(mode) & 0o7777, "04o")
+        body: Any
+        if isinstance(data, str):
+            body = data.encode("utf-8")
+        elif isinstance(data, (bytes, bytearray, memoryview)):
+            body = bytes(data)
+        elif hasattr(data, "read"):
+            body = iter_file(data)
+        elif data is None:
+            body = b""
+        else:
+            body = (bytes(b) for b in data)
+        d = self._t().call("PUT", self._s._path("/files"), query=q, body=body)
+        return FileInfo.from_dict(d or {})
+
+    def list(self, path: str) -> List[FileInfo]:
+        """A directory's entries, by name."""
+        out = self._t().call("GET", self._s._path("/files/list"), query={"path": path})
+        return [FileInfo.from_dict(d) for d in out.get("entries") or []]
+
+    def stat(self, path: str) -> FileInfo:
+        """Describes a path."""
+        return FileInfo.from_dict(self._t().call("GET", self._s._path("/files/stat"),
+                                                 query={"path": path}))
+
+    def exists(self, path: str) -> bool:
+        """Whether a path exists."""
+        try:
+            self.stat(path)
+            return True
+        except errors.NotFoundError:
+            return False
+
+    def make_dir(self, path: str) -> None:
+        """Creates a directory and any missing parents."""
+        self._t().call("POST", self._s._path("/files/mkdir"), json_body={"path": path})
+
+    def remove(self, path: str, recursive: bool = False) -> None:
+        """Removes a file or an empty directory; with ``recursive``, a
+        directory and everything in it."""
+        self._t().call("DELETE", self._s._path("/files"),
+                       query={"path": path, "recursive": "true" if recursive else "false"})
+
+    def rename(self, src: str, dst: str) -> None:
+        """Renames or moves a file or directory."""
+        self._t().call("POST", self._s._path("/files/rename"), json_body={"from": src, "to": dst})

@@ -1,0 +1,269 @@
+"""End-to-end tests against a real PandaStack server with real microVMs.
+
+Run them with the repository's scripts/with-server, which exports
+PANDASTACK_BASE_URL and PANDASTACK_API_KEY (an admin key):
+
+    PANDASTACK_E2E_CACHE=/var/cache/pandastack-e2e scripts/with-server \\
+        python3 -m unittest discover -s sdk/python/tests -v
+
+Skipped when PANDASTACK_BASE_URL is not set.
+"""
+
+import _support  # noqa: F401  (sys.path)
+
+import asyncio
+import builtins
+import hashlib
+import io
+import os
+import tempfile
+import threading
+import time
+import unittest
+import uuid
+from unittest import mock
+
+from pandastack import (AuthenticationError, ConflictError, GoneError, InvalidArgumentError,
+                        MethodNotAllowedError, NotFoundError, PandaStack, PandaStackError,
+                        PermissionDeniedError, Sandbox)
+from pandastack.aio import AsyncPandaStack, AsyncSandbox
+
+HAVE_SERVER = bool(os.environ.get("PANDASTACK_BASE_URL") and os.environ.get("PANDASTACK_API_KEY"))
+
+
+@unittest.skipUnless(HAVE_SERVER, "needs a server: run under scripts/with-server")
+class E2E(unittest.TestCase):
+    def sandbox(self, **kw):
+        kw.setdefault("ttl_seconds", 300)
+        sbx = Sandbox.create(template="base", **kw)
+        self.addCleanup(sbx.kill)
+        return sbx
+
+    def test_readme_example(self):
+        out = io.StringIO()
+
+        def print(*a, **kw):  # noqa: A001 - the README's print, captured
+            kw.setdefault("file", out)
+            builtins.print(*a, **kw)
+
+        sbx = Sandbox.create(template="base", ttl_seconds=300, metadata={"task": "x"}, env={"A": "1"})
+        self.addCleanup(sbx.kill)
+        r = sbx.exec("python3 -c 'print(2 ** 10)'", timeout_seconds=30); print(r.stdout, r.exit_code)
+        sbx.exec("for i in 1 2 3; do echo $i; sleep 1; done", on_stdout=lambda chunk: print(chunk, end=""))
+        sbx.filesystem.write("/work/out.txt", "hello"); sbx.filesystem.read("/work/out.txt")
+        self.assertEqual(out.getvalue(), "1024\n 0\n1\n2\n3\n")
+        self.assertEqual((r.stdout, r.stdout_bytes, r.stderr, r.exit_code, r.timed_out),
+                         ("1024\n", b"1024\n", "", 0, False))
+        self.assertGreater(r.pid, 0)
+        self.assertEqual(sbx.filesystem.read("/work/out.txt"), "hello")
+        self.assertEqual(sbx.filesystem.read_bytes("/work/out.txt"), b"hello")
+
+        self.assertEqual([f.name for f in sbx.filesystem.list("/work")], ["out.txt"])
+        self.assertTrue(sbx.filesystem.exists("/work/out.txt"))
+        self.assertFalse(sbx.filesystem.exists("/work/nope"))
+        sbx.filesystem.make_dir("/work/a/b")
+        a, b = "/work/out.txt", "/work/a/b/moved.txt"
+        sbx.filesystem.rename(a, b)
+        st = sbx.filesystem.stat(b)
+        self.assertEqual((st.name, st.size, st.mode, st.is_dir), ("moved.txt", 5, 0o644, False))
+        self.assertTrue(sbx.filesystem.stat("/work/a").is_dir)
+        with self.assertRaises(ConflictError):
+            sbx.filesystem.remove("/work")
+        sbx.filesystem.remove("/work", recursive=True)
+        self.assertFalse(sbx.filesystem.exists("/work"))
+        sink = io.BytesIO()
+        sbx.filesystem.write("/tmp/bin", b"\x00\xff", mode=0o600)
+        self.assertEqual(sbx.filesystem.read_to("/tmp/bin", sink), 2)
+        self.assertEqual((sink.getvalue(), sbx.filesystem.stat("/tmp/bin").mode), (b"\x00\xff", 0o600))
+
+        p = sbx.exec("sleep 100", background=True)
+        self.assertIn(p.pid, [q.pid for q in sbx.processes() if q.running])
+        sbx.signal(p.pid, "TERM")
+        res = sbx.attach(p.pid, on_stdout=lambda c: None)
+        self.assertEqual((res.exit_code, res.signal), (143, "SIGTERM"))
+
+        old = sbx.expires_at
+        sbx.set_ttl(600)
+        self.assertGreater(sbx.expires_at, old)
+        sbx.refresh()
+        self.assertEqual((sbx.state, sbx.accel in ("kvm", "tcg"), sbx.env, sbx.metadata),
+                         ("running", True, {"A": "1"}, {"task": "x"}))
+        self.assertEqual(sbx.exec("echo $A").stdout, "1\n")
+
+        client = PandaStack(token=os.environ["PANDASTACK_API_KEY"], base_url=os.environ["PANDASTACK_BASE_URL"])
+        sandbox = client.sandboxes.create(template="base", ttl_seconds=600)
+        self.addCleanup(sandbox.kill)
+        self.assertEqual(client.sandboxes.get(sandbox.id).id, sandbox.id)
+        self.assertEqual([s.id for s in client.sandboxes.list(metadata={"task": "x"})], [sbx.id])
+        sbx.kill()
+        self.assertEqual(sbx.refresh().state, "killed")
+        self.assertNotIn(sbx.id, [s.id for s in client.sandboxes.list()])
+        self.assertIn(sbx.id, [s.id for s in client.sandboxes.list(all=True)])
+
+    def test_streaming_is_live(self):
+        sbx = self.sandbox()
+        t0, arrivals = time.monotonic(), []
+        r = sbx.exec("for i in 1 2 3; do echo $i; sleep 1; done",
+                     on_stdout=lambda c: arrivals.append((time.monotonic() - t0, c)))
+        end = time.monotonic() - t0
+        self.assertEqual("".join(c for _, c in arrivals), "1\n2\n3\n")
+        self.assertEqual(r.stdout, "1\n2\n3\n")
+        self.assertLess(arrivals[0][0], end - 1.5, f"first chunk at {arrivals[0][0]:.2f}s, end {end:.2f}s")
+        self.assertGreaterEqual(len(arrivals), 3)
+
+    def test_exec_options(self):
+        sbx = self.sandbox()
+        r = sbx.exec(["sh", "-c", 'echo "$0 $B"; pwd; cat; echo oops >&2; exit 7', "argv0"],
+                     env={"B": "bee"}, cwd="/tmp", stdin="from stdin\n")
+        self.assertEqual((r.stdout, r.stderr, r.exit_code), ("argv0 bee\n/tmp\nfrom stdin\n", "oops\n", 7))
+        r = sbx.exec("printf 'a\\377b'")
+        self.assertEqual((r.stdout_bytes, r.stdout), (b"a\xffb", "a\ufffdb"))
+        r = sbx.exec("sleep 10", timeout_seconds=1)
+        self.assertEqual((r.timed_out, r.exit_code), (True, 137))
+        errs = []
+        r = sbx.exec("head -c 3000000 /dev/zero", discard_output=True,
+                     on_stdout_bytes=lambda b: errs.append(len(b)))
+        self.assertEqual((r.stdout_bytes, sum(errs)), (b"", 3000000))
+        self.assertGreaterEqual(sbx.ping(), 0)
+
+    def test_100mb_round_trip(self):
+        sbx = self.sandbox()
+        size = 100 << 20
+        want = hashlib.sha256()
+        with tempfile.TemporaryFile() as f:
+            block = os.urandom(1 << 20)
+            for i in range(100):
+                b = bytes([i]) + block[1:]
+                want.update(b)
+                f.write(b)
+            f.seek(0)
+            info = sbx.filesystem.write("/tmp/big.bin", f)  # streamed (chunked) from the file
+        self.assertEqual(info.size, size)
+        r = sbx.exec("sha256sum /tmp/big.bin", timeout_seconds=120)
+        self.assertEqual(r.stdout.split()[0], want.hexdigest())
+
+        class HashWriter:
+            def __init__(self):
+                self.h, self.n, self.max_chunk = hashlib.sha256(), 0, 0
+
+            def write(self, b):
+                self.h.update(b)
+                self.n += len(b)
+                self.max_chunk = max(self.max_chunk, len(b))
+
+        w = HashWriter()
+        self.assertEqual(sbx.filesystem.read_to("/tmp/big.bin", w), size)
+        self.assertEqual((w.n, w.h.hexdigest()), (size, want.hexdigest()))
+        self.assertLessEqual(w.max_chunk, 1 << 20, "downloaded in chunks, not whole")
+
+    def test_background_attach_signal(self):
+        sbx = self.sandbox()
+        p = sbx.exec("i=0; while true; do echo tick $i; i=$((i+1)); sleep 0.3; done", background=True)
+        self.assertGreater(p.pid, 0)
+        procs = {q.pid: q for q in sbx.processes()}
+        self.assertTrue(procs[p.pid].background and procs[p.pid].running)
+
+        got, ticked, result = [], threading.Event(), {}
+
+        def on_stdout(chunk):
+            got.append(chunk)
+            if "".join(got).count("tick") >= 3:
+                ticked.set()
+
+        def follow():
+            try:
+                result["r"] = sbx.attach(p.pid, on_stdout=on_stdout)
+            except BaseException as e:  # reported by the main thread
+                result["e"] = e
+
+        t = threading.Thread(target=follow)
+        t.start()
+        self.assertTrue(ticked.wait(30), f"attach output so far: {got!r}")
+        self.assertTrue(t.is_alive(), "attach follows the still-running process")
+        p.signal("TERM")
+        t.join(30)
+        self.assertNotIn("e", result)
+        r = result["r"]
+        self.assertEqual((r.exit_code, r.signal), (143, "SIGTERM"))
+        self.assertTrue(r.stdout.startswith("tick 0\n"))
+        self.assertFalse({q.pid: q for q in sbx.processes()}[p.pid].running)
+
+    def test_errors(self):
+        base_url = os.environ["PANDASTACK_BASE_URL"]
+        admin = PandaStack()
+        with self.assertRaises(AuthenticationError) as cm:
+            PandaStack(token="pds_wrong", base_url=base_url).sandboxes.list()
+        self.assertEqual((cm.exception.status, cm.exception.code), (401, "unauthorized"))
+        self.assertTrue(cm.exception.request_id and cm.exception.message)
+
+        with self.assertRaises(NotFoundError) as cm:
+            Sandbox.create(template="no-such-template")
+        self.assertEqual(cm.exception.status, 404)
+        with self.assertRaises(NotFoundError):
+            admin.sandboxes.get("sbx_doesnotexist")
+        with self.assertRaises(InvalidArgumentError) as cm:
+            Sandbox.create(template="base", ttl_seconds=-5)
+        self.assertEqual((cm.exception.status, cm.exception.code), (400, "invalid_argument"))
+
+        team = PandaStack(token=admin.create_key("t1").key, base_url=base_url)
+        with self.assertRaises(PermissionDeniedError) as cm:
+            team.create_key("t2")
+        self.assertEqual(cm.exception.status, 403)
+
+        sbx = self.sandbox()
+        with self.assertRaises(NotFoundError):  # another team's sandbox looks missing
+            team.sandboxes.get(sbx.id)
+        for op in (sbx.snapshot, sbx.fork, sbx.hibernate, sbx.wake):
+            with self.subTest(op=op.__name__):
+                with self.assertRaises((NotFoundError, MethodNotAllowedError)):
+                    op()
+        sbx.kill()
+        sbx.kill()  # idempotent
+        with self.assertRaises(GoneError) as cm:
+            sbx.exec("true")
+        self.assertEqual(cm.exception.status, 410)
+        with self.assertRaises(GoneError):
+            sbx.filesystem.write("/tmp/x", io.BytesIO(b"x" * (1 << 20)))
+        self.assertIsInstance(cm.exception, PandaStackError)
+
+    def test_env_configuration(self):
+        key, url = os.environ["PANDASTACK_API_KEY"], os.environ["PANDASTACK_BASE_URL"]
+        with mock.patch.dict(os.environ, {"PANDASTACK_TOKEN": key, "PANDASTACK_BASE_URL": url}):
+            del os.environ["PANDASTACK_API_KEY"]
+            tag = uuid.uuid4().hex
+            sbx = self.sandbox(metadata={"tag": tag})  # configured from PANDASTACK_TOKEN
+            self.assertEqual([s.id for s in Sandbox.list(metadata={"tag": tag})], [sbx.id])
+            os.environ["PANDASTACK_API_KEY"] = "pds_invalid"  # takes precedence over the token
+            with self.assertRaises(AuthenticationError):
+                Sandbox.create(template="base")
+        with mock.patch.dict(os.environ, {"PANDASTACK_API_KEY": key}):
+            del os.environ["PANDASTACK_BASE_URL"]
+            self.assertEqual(PandaStack().base_url, "http://localhost:8080")
+
+    def test_async(self):
+        async def main():
+            client = AsyncPandaStack()
+            sbx = await AsyncSandbox.create(template="base", ttl_seconds=120, client=client)
+            try:
+                self.assertEqual(sbx.state, "running")
+                t0, arrivals = time.monotonic(), []
+                r = await sbx.exec("for i in 1 2; do echo $i; sleep 1; done",
+                                   on_stdout=lambda c: arrivals.append((time.monotonic() - t0, c)))
+                end = time.monotonic() - t0
+                self.assertEqual((r.stdout, r.exit_code), ("1\n2\n", 0))
+                self.assertLess(arrivals[0][0], end - 0.7)
+                # concurrent calls on one loop
+                a, b = await asyncio.gather(sbx.exec("echo a"), sbx.filesystem.write("/tmp/f", "x"))
+                self.assertEqual((a.stdout, b.size), ("a\n", 1))
+                self.assertEqual(await sbx.filesystem.read("/tmp/f"), "x")
+                self.assertIn(sbx.id, [s.id for s in await client.sandboxes.list()])
+            finally:
+                await sbx.kill()
+            self.assertEqual((await sbx.refresh()).state, "killed")
+            with self.assertRaises(GoneError):
+                await sbx.exec("true")
+        asyncio.run(main())
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,355 @@
+"""Unit tests that need no PandaStack server: a local http.server on
+127.0.0.1 plays the server."""
+
+import _support  # noqa: F401  (sys.path)
+
+import asyncio
+import base64
+import hashlib
+import http.server
+import io
+import json
+import os
+import pickle
+import socket
+import threading
+import time
+import unittest
+from unittest import mock
+
+import pandastack
+from pandastack import (APIConnectionError, AuthenticationError, ConflictError, GoneError,
+                        InternalServerError, InvalidArgumentError, MethodNotAllowedError,
+                        NotFoundError, OutputTooLargeError, PandaStack, PandaStackError,
+                        PayloadTooLargeError, PermissionDeniedError, QuotaExceededError,
+                        RateLimitError, RequestTimeoutError, Sandbox, UnavailableError)
+from pandastack._models import read_exec_stream
+from pandastack.aio import AsyncPandaStack
+from pandastack.errors import error_from_response
+
+
+def line(obj):
+    return (json.dumps(obj) + "\n").encode()
+
+
+def b64(b):
+    return base64.b64encode(b).decode()
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive
+
+    def log_message(self, *a):
+        pass
+
+    def _body(self):
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            h, n = hashlib.sha256(), 0
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip(), 16)
+                if size == 0:
+                    self.rfile.readline()
+                    break
+                data = self.rfile.read(size)
+                h.update(data)
+                n += len(data)
+                self.rfile.readline()
+            return {"chunked": True, "size": n, "sha256": h.hexdigest()}
+        n = int(self.headers.get("Content-Length") or 0)
+        data = self.rfile.read(n) if n else b""
+        return {"chunked": False, "size": n, "data": data}
+
+    def _json(self, status, obj, headers=()):
+        data = json.dumps(obj).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("X-Request-Id", "req-123")
+        for k, v in headers:
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _chunk(self, data):
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
+
+    def _route(self):
+        srv = self.server
+        srv.requests.append((self.command, self.path, dict(self.headers)))
+        srv.conns.add(self.client_address)
+        body = self._body()
+        path = self.path.split("?")[0]
+        if path.startswith("/v1/err/"):
+            code, status = path.split("/")[3], int(path.split("/")[4])
+            return self._json(status, {"error": {"code": code, "message": "msg " + code}})
+        if path == "/v1/proxy":
+            data = b"<html>bad gateway</html>"
+            self.send_response(502)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            return self.wfile.write(data)
+        if path == "/v1/slow":
+            time.sleep(1.0)
+            return self._json(200, {})
+        if path == "/v1/health":
+            return self._json(200, {"status": "ok"})
+        if path == "/v1/sandboxes" and self.command == "POST":
+            req = json.loads(body["data"])
+            return self._json(201, {"id": "sbx_1", "state": "running", "accel": "tcg",
+                                    "template": req["template"], "metadata": {}, "cpus": 1,
+                                    "created_at": "2024-05-06T07:08:09.123456789Z"})
+        if path == "/v1/sandboxes/sbx_1/files" and self.command == "PUT":
+            return self._json(200, {"name": "f", "path": "/f", "size": body["size"], "mode": 420,
+                                    "is_dir": False, "mod_time": "2024-05-06T07:08:09Z",
+                                    "chunked": body["chunked"], "sha256": body.get("sha256")})
+        if path == "/v1/sandboxes/sbx_1/files" and self.command == "GET":
+            data = b"x" * 100
+            self.send_response(200)
+            self.send_header("Content-Length", "200")  # cut off midway
+            self.end_headers()
+            self.wfile.write(data)
+            self.close_connection = True
+            return
+        if path.startswith("/v1/sandboxes/sbx_1/") and path.endswith(("/snapshot", "/fork")):
+            return self._json(405, {"error": {"code": "method_not_allowed", "message": "no"}})
+        if path == "/v1/sandboxes/sbx_1/exec":
+            req = json.loads(body["data"])
+            srv.exec_bodies.append(req)
+            if self.headers.get("Accept") != "application/x-ndjson":
+                return self._json(400, {"error": {"code": "invalid_argument", "message": "not streaming"}})
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-ndjson")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.send_header("X-Request-Id", "req-stream")
+            self.end_headers()
+            self._chunk(line({"type": "start", "pid": 7}))
+            script = req.get("cmd")
+            euro = "€".encode()  # 3 bytes, split across two chunks
+            if script == "slow":
+                for i in range(3):
+                    self._chunk(line({"type": "stdout", "data": b64(b"tick %d\n" % i)}))
+                    time.sleep(0.3)
+            elif script == "split":
+                self._chunk(line({"type": "stdout", "data": b64(b"a" + euro[:1])}))
+                self._chunk(line({"type": "stdout", "data": b64(euro[1:] + b"b\xff")}))
+                self._chunk(line({"type": "stderr", "data": b64(b"err")}))
+            elif script == "error":
+                self._chunk(line({"type": "error", "error": {"code": "gone", "message": "ended"}}))
+                self._chunk(b"")
+                return
+            elif script == "cut":
+                self.close_connection = True
+                self.wfile.write(b"0\r\n\r\n")
+                return
+            self._chunk(line({"type": "exit", "result": {"exit_code": 3, "signal": "",
+                                                         "timed_out": False, "duration_ms": 1.5}}))
+            self._chunk(b"")
+            return
+        self._json(404, {"error": {"code": "not_found", "message": "no route for " + path}})
+
+    do_GET = do_POST = do_PUT = do_DELETE = _route
+
+
+class QuietServer(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        pass  # clients that hang up early (timeouts, cut streams) are expected
+
+
+class LocalServerTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.srv = QuietServer(("127.0.0.1", 0), Handler)
+        cls.srv.daemon_threads = True
+        cls.srv.requests, cls.srv.conns, cls.srv.exec_bodies = [], set(), []
+        threading.Thread(target=cls.srv.serve_forever, daemon=True).start()
+        cls.url = "http://127.0.0.1:%d" % cls.srv.server_address[1]
+        cls.addClassCleanup(cls.srv.server_close)
+        cls.addClassCleanup(cls.srv.shutdown)
+
+    def client(self, **kw):
+        return PandaStack(token="pds_test", base_url=self.url, **kw)
+
+    def test_error_mapping_from_server(self):
+        c = self.client()
+        cases = [("invalid_argument", 400, InvalidArgumentError), ("unauthorized", 401, AuthenticationError),
+                 ("forbidden", 403, PermissionDeniedError), ("not_found", 404, NotFoundError),
+                 ("method_not_allowed", 405, MethodNotAllowedError), ("conflict", 409, ConflictError),
+                 ("gone", 410, GoneError), ("too_large", 413, PayloadTooLargeError),
+                 ("output_too_large", 422, OutputTooLargeError), ("quota_exceeded", 429, QuotaExceededError),
+                 ("rate_limited", 429, RateLimitError), ("internal", 500, InternalServerError),
+                 ("unavailable", 503, UnavailableError), ("timeout", 504, RequestTimeoutError),
+                 # the code wins over the status
+                 ("gone", 400, GoneError), ("brand_new_code", 409, ConflictError)]
+        for code, status, cls in cases:
+            with self.subTest(code=code, status=status):
+                with self.assertRaises(cls) as cm:
+                    c._t.call("GET", f"/v1/err/{code}/{status}")
+                e = cm.exception
+                self.assertIsInstance(e, PandaStackError)
+                self.assertEqual((e.status, e.code, e.message, e.request_id),
+                                 (status, code, "msg " + code, "req-123"))
+                self.assertIn(code, str(e))
+        self.assertTrue(issubclass(QuotaExceededError, RateLimitError))
+        self.assertTrue(issubclass(RequestTimeoutError, TimeoutError))
+
+    def test_non_json_error(self):
+        with self.assertRaises(UnavailableError) as cm:
+            self.client()._t.call("GET", "/v1/proxy")
+        self.assertEqual(cm.exception.status, 502)
+        self.assertIn("bad gateway", cm.exception.message)
+        e = error_from_response(418, b"teapot", None)
+        self.assertIs(type(e), PandaStackError)
+        e = error_from_response(599, b"", None)
+        self.assertIsInstance(e, InternalServerError)
+
+    def test_errors_pickle(self):
+        e = pickle.loads(pickle.dumps(GoneError("m", status=410, code="gone", request_id="r")))
+        self.assertEqual((type(e), e.status, e.code, e.message, e.request_id), (GoneError, 410, "gone", "m", "r"))
+
+    def test_headers_and_keepalive(self):
+        c = self.client()
+        before = len(self.srv.conns)
+        for _ in range(5):
+            self.assertEqual(c.health(), {"status": "ok"})
+        self.assertEqual(len(self.srv.conns), before + 1, "keep-alive connection reused")
+        _, _, headers = self.srv.requests[-1]
+        self.assertEqual(headers["Authorization"], "Bearer pds_test")
+        self.assertEqual(headers["User-Agent"], "pandastack-python/" + pandastack.__version__)
+
+    def test_env_configuration(self):
+        with mock.patch.dict(os.environ, {"PANDASTACK_TOKEN": "pds_tok", "PANDASTACK_BASE_URL": self.url},
+                             clear=False):
+            os.environ.pop("PANDASTACK_API_KEY", None)
+            c = PandaStack()
+            self.assertEqual((c.token, c.base_url), ("pds_tok", self.url))
+            os.environ["PANDASTACK_API_KEY"] = "pds_key"
+            self.assertEqual(PandaStack().token, "pds_key")
+            self.assertEqual(PandaStack(token="pds_arg").token, "pds_arg")
+            sbx = Sandbox.create(template="tpl")  # default client from the environment
+            self.assertEqual((sbx.id, sbx.template, sbx.accel), ("sbx_1", "tpl", "tcg"))
+            self.assertEqual(sbx.created_at.microsecond, 123456)
+            self.assertEqual(self.srv.requests[-1][2]["Authorization"], "Bearer pds_key")
+        with mock.patch.dict(os.environ, {}, clear=True):
+            c = PandaStack()
+            self.assertEqual((c.token, c.base_url), (None, "http://localhost:8080"))
+
+    def test_exec_stream_callbacks_are_live(self):
+        sbx = self.client().sandboxes.connect("sbx_1")
+        t0, times = time.monotonic(), []
+        r = sbx.exec("slow", on_stdout=lambda s: times.append(time.monotonic() - t0))
+        end = time.monotonic() - t0
+        self.assertEqual(r.stdout, "tick 0\ntick 1\ntick 2\n")
+        self.assertEqual((r.pid, r.exit_code, r.duration_ms), (7, 3, 1.5))
+        self.assertEqual(len(times), 3)
+        self.assertLess(times[0], end - 0.5, "first chunk arrived before the command ended")
+
+    def test_exec_utf8_split_and_bytes(self):
+        sbx = self.client().sandboxes.connect("sbx_1")
+        chunks, raw = [], []
+        r = sbx.exec("split", on_stdout=chunks.append, on_stdout_bytes=raw.append,
+                     env={"A": "1"}, cwd="/w", stdin="in", timeout_seconds=5)
+        self.assertEqual(r.stdout_bytes, "a€".encode() + b"b\xff")
+        self.assertEqual(r.stdout, "a€b\ufffd")
+        self.assertEqual("".join(chunks), "a€b\ufffd")
+        self.assertNotIn("\ufffd", chunks[0])  # the split character was not mangled
+        self.assertEqual(b"".join(raw), r.stdout_bytes)
+        self.assertEqual(r.stderr, "err")
+        self.assertEqual(self.srv.exec_bodies[-1], {"cmd": "split", "env": {"A": "1"}, "cwd": "/w",
+                                                    "timeout_seconds": 5, "stdin_base64": b64(b"in")})
+        sbx.exec(["echo", "a b"])
+        self.assertEqual(self.srv.exec_bodies[-1], {"args": ["echo", "a b"]})
+
+    def test_exec_stream_error_and_cut(self):
+        sbx = self.client().sandboxes.connect("sbx_1")
+        with self.assertRaises(GoneError) as cm:
+            sbx.exec("error")
+        self.assertEqual((cm.exception.status, cm.exception.request_id), (None, "req-stream"))
+        with self.assertRaises(APIConnectionError):
+            sbx.exec("cut")
+
+    def test_read_exec_stream_parsing(self):
+        lines = [line({"type": "start", "pid": 3}), line({"type": "future", "x": 1}),
+                 line({"type": "stderr", "data": b64(b"e")}),
+                 line({"type": "exit", "result": {"exit_code": 137, "signal": "SIGKILL",
+                                                  "timed_out": True, "duration_ms": 10}})]
+        r = read_exec_stream(lines, discard_output=True, on_stderr=lambda s: None)
+        self.assertEqual((r.pid, r.exit_code, r.signal, r.timed_out, r.stderr), (3, 137, "SIGKILL", True, ""))
+        self.assertFalse(r.ok)
+        with self.assertRaises(APIConnectionError):
+            read_exec_stream([b"not json\n"])
+        with self.assertRaises(InternalServerError):
+            read_exec_stream([line({"type": "error"})])
+
+    def test_callback_exception_propagates(self):
+        sbx = self.client().sandboxes.connect("sbx_1")
+
+        def boom(s):
+            raise KeyError("stop")
+        with self.assertRaises(KeyError):
+            sbx.exec("slow", on_stdout=boom)
+        self.assertEqual(sbx.client.health(), {"status": "ok"})  # the client still works
+
+    def test_chunked_upload_from_file(self):
+        sbx = self.client().sandboxes.connect("sbx_1")
+        data = os.urandom(3 << 20)
+        fi = sbx.filesystem.write("/f", io.BytesIO(data), mode=0o755)
+        self.assertEqual(fi.size, len(data))
+        method, path, headers = self.srv.requests[-1]
+        self.assertEqual(headers.get("Transfer-Encoding"), "chunked")
+        self.assertIn("mode=0755", path)
+        self.assertIn("path=%2Ff", path)
+        self.assertEqual(sbx.filesystem.write("/f", "hé").size, 3)
+
+    def test_download_cut_short(self):
+        sbx = self.client().sandboxes.connect("sbx_1")
+        with self.assertRaises(APIConnectionError):
+            sbx.filesystem.read_bytes("/f")
+
+    def test_unserved_routes_surface_typed_errors(self):
+        sbx = self.client().sandboxes.connect("sbx_1")
+        with self.assertRaises(MethodNotAllowedError):
+            sbx.snapshot()
+        with self.assertRaises(MethodNotAllowedError):
+            sbx.fork()
+        with self.assertRaises(NotFoundError):
+            sbx.hibernate()
+        with self.assertRaises(NotFoundError):
+            sbx.wake()
+
+    def test_client_timeout(self):
+        with self.assertRaises(RequestTimeoutError) as cm:
+            self.client(timeout=0.2)._t.call("GET", "/v1/slow")
+        self.assertIsInstance(cm.exception, TimeoutError)
+
+    def test_connection_refused(self):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        with self.assertRaises(APIConnectionError) as cm:
+            PandaStack(token="x", base_url=f"http://127.0.0.1:{port}").health()
+        self.assertIsInstance(cm.exception, UnavailableError)
+
+    def test_async_callbacks_on_loop(self):
+        async def main():
+            c = AsyncPandaStack(token="pds_test", base_url=self.url)
+            sbx = c.sandboxes.connect("sbx_1")
+            loop_thread = threading.get_ident()
+            seen = []
+            r = await sbx.exec("slow", on_stdout=lambda s: seen.append((s, threading.get_ident())))
+            self.assertEqual([s for s, _ in seen], ["tick 0\n", "tick 1\n", "tick 2\n"])
+            self.assertTrue(all(t == loop_thread for _, t in seen))
+            self.assertEqual(r.exit_code, 3)
+
+            def boom(s):
+                raise KeyError("stop")
+            with self.assertRaises(KeyError):
+                await sbx.exec("split", on_stdout=boom)
+        asyncio.run(main())
+
+
+if __name__ == "__main__":
+    unittest.main()

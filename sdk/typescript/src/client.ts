@@ -1,0 +1,147 @@
+// The client: configuration and the top-level API groups.
+
+import { makeError } from "./errors.js";
+import { HttpClient, NDJSON } from "./http.js";
+import { readNDJSON } from "./ndjson.js";
+import { Sandboxes } from "./sandbox.js";
+import {
+  toCreatedKey,
+  toTemplate,
+  type ColdBoot,
+  type CreateKeyParams,
+  type CreatedKey,
+  type Health,
+  type RequestOptions,
+  type Template,
+  type WireBuildEvent,
+  type WireColdBoot,
+  type WireCreatedKey,
+  type WireTemplate,
+} from "./types.js";
+import { APIConnectionError } from "./errors.js";
+
+/** Used when neither `baseUrl` nor PANDASTACK_BASE_URL says otherwise. */
+export const DEFAULT_BASE_URL = "http://localhost:8080";
+
+/** Options of `new PandaStack(...)`. */
+export interface ClientOptions {
+  /** API key (pds_...). Default: env PANDASTACK_API_KEY, else PANDASTACK_TOKEN. */
+  apiKey?: string | undefined;
+  /** Server address. Default: env PANDASTACK_BASE_URL, else http://localhost:8080. */
+  baseUrl?: string | undefined;
+  /** A fetch implementation to use instead of the global one. */
+  fetch?: ((input: string, init: RequestInit) => Promise<Response>) | undefined;
+  /** Extra headers sent with every request. */
+  headers?: Record<string, string> | undefined;
+}
+
+/** Reads an environment variable where the runtime has a `process.env` (Node, Bun, Deno's Node compat). */
+function env(name: string): string | undefined {
+  try {
+    const p = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process;
+    const v = p?.env?.[name];
+    return v === "" ? undefined : v;
+  } catch {
+    return undefined;
+  }
+}
+
+/** `client.templates`: the templates sandboxes are created from. */
+export class Templates {
+  readonly #http: HttpClient;
+  /** @internal */
+  constructor(http: HttpClient) {
+    this.#http = http;
+  }
+
+  /** Lists the templates, by name. */
+  async list(opts: RequestOptions = {}): Promise<Template[]> {
+    const w = await this.#http.json<{ templates: WireTemplate[] }>({ method: "GET", path: "/v1/templates", signal: opts.signal });
+    return (w.templates ?? []).map(toTemplate);
+  }
+
+  /** Builds (or rebuilds) a template, calling `onLog` with each log line as it is produced. Needs an admin key. */
+  async build(name: string, opts: RequestOptions & { onLog?: (line: string) => void } = {}): Promise<Template> {
+    const resp = await this.#http.send({
+      method: "POST",
+      path: `/v1/templates/${encodeURIComponent(name)}/build`,
+      accept: NDJSON,
+      signal: opts.signal,
+    });
+    const requestId = resp.headers.get("x-request-id") ?? undefined;
+    if (resp.body) {
+      for await (const ev of readNDJSON<WireBuildEvent>(resp.body, requestId)) {
+        if (ev.type === "log") opts.onLog?.(ev.line);
+        else if (ev.type === "done") return toTemplate(ev.template);
+        else if (ev.type === "error")
+          throw makeError({ status: 0, code: ev.error?.code || "internal", message: ev.error?.message || "unknown error", requestId });
+      }
+    }
+    throw new APIConnectionError({ status: 0, code: "connection_error", message: `build stream of ${name} ended early`, requestId });
+  }
+
+  /** Boots a template from its disk image without its snapshot (admin; a benchmark baseline). */
+  async coldBoot(name: string, opts: RequestOptions = {}): Promise<ColdBoot> {
+    const w = await this.#http.json<WireColdBoot>({
+      method: "POST",
+      path: `/v1/templates/${encodeURIComponent(name)}/coldboot`,
+      signal: opts.signal,
+    });
+    return { template: w.template, coldBootMs: w.cold_boot_ms, accel: w.accel };
+  }
+}
+
+/** `client.keys`: API keys (admin keys only). */
+export class Keys {
+  readonly #http: HttpClient;
+  /** @internal */
+  constructor(http: HttpClient) {
+    this.#http = http;
+  }
+
+  /** Creates an API key for a team (created if it does not exist). The secret is in the answer only. */
+  async create(params: CreateKeyParams & RequestOptions): Promise<CreatedKey> {
+    const body: { team: string; name?: string } = { team: params.team };
+    if (params.name) body.name = params.name;
+    const w = await this.#http.json<WireCreatedKey>({ method: "POST", path: "/v1/keys", json: body, signal: params.signal });
+    return toCreatedKey(w);
+  }
+}
+
+/**
+ * A PandaStack client. Safe to share; it holds no connections of its own
+ * (requests go through the runtime's fetch).
+ *
+ * ```ts
+ * const client = new PandaStack(); // PANDASTACK_API_KEY, PANDASTACK_BASE_URL
+ * const sandbox = await client.sandboxes.create({ template: "base" });
+ * ```
+ */
+export class PandaStack {
+  readonly #http: HttpClient;
+  /** The server address the client uses (no trailing slash). */
+  readonly baseUrl: string;
+  readonly sandboxes: Sandboxes;
+  readonly templates: Templates;
+  readonly keys: Keys;
+
+  constructor(options: ClientOptions = {}) {
+    const apiKey = options.apiKey ?? env("PANDASTACK_API_KEY") ?? env("PANDASTACK_TOKEN");
+    const baseUrl = options.baseUrl || env("PANDASTACK_BASE_URL") || DEFAULT_BASE_URL;
+    this.#http = new HttpClient({ baseUrl, apiKey, fetch: options.fetch, headers: options.headers });
+    this.baseUrl = this.#http.baseUrl;
+    this.sandboxes = new Sandboxes(this, this.#http);
+    this.templates = new Templates(this.#http);
+    this.keys = new Keys(this.#http);
+  }
+
+  /** Whether an API key is configured. */
+  get hasApiKey(): boolean {
+    return this.#http.hasApiKey;
+  }
+
+  /** Checks that the server is up and says what isolation it provides. Needs no API key. */
+  async health(opts: RequestOptions = {}): Promise<Health> {
+    return this.#http.json<Health>({ method: "GET", path: "/v1/health", signal: opts.signal });
+  }
+}

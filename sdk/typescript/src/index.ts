@@ -1,0 +1,77 @@
+/**
+ * @pandastack/sdk: the TypeScript/JavaScript client for PandaStack, which
+ * runs untrusted code in QEMU microVM sandboxes.
+ *
+ * ```ts
+ * import { PandaStack } from "@pandastack/sdk";
+ * const client = new PandaStack(); // PANDASTACK_API_KEY, PANDASTACK_BASE_URL
+ * const sandbox = await client.sandboxes.create({ template: "base" });
+ * try {
+ *   const r = await sandbox.exec("echo hello");
+ *   console.log(r.stdout, r.exitCode);
+ * } finally {
+ *   await sandbox.kill();
+ * }
+ * ```
+ *
+ * Zero dependencies; uses only fetch, ReadableStream and TextEncoder/
+ * TextDecoder, so it runs on Node 20+, Bun, Deno and edge runtimes.
+ */
+
+export { PandaStack, Templates, Keys, DEFAULT_BASE_URL, type ClientOptions } from "./client.js";
+export { Sandbox, Sandboxes, CommandHandle } from "./sandbox.js";
+export { Filesystem } from "./filesystem.js";
+export {
+  PandaStackError,
+  InvalidArgumentError,
+  AuthenticationError,
+  PermissionDeniedError,
+  NotFoundError,
+  MethodNotAllowedError,
+  ConflictError,
+  GoneError,
+  PayloadTooLargeError,
+  OutputTooLargeError,
+  RateLimitError,
+  InternalServerError,
+  UnavailableError,
+  RequestTimeoutError,
+  APIConnectionError,
+  type ErrorCode,
+  type PandaStackErrorInit,
+} from "./errors.js";
+export { encodeBase64, decodeBase64 } from "./base64.js";
+export { VERSION } from "./version.js";
+export type {
+  Accel,
+  SandboxState,
+  Health,
+  SandboxInfo,
+  CreateSandboxParams,
+  ListSandboxesParams,
+  RequestOptions,
+  OutputCallback,
+  ExecOptions,
+  AttachOptions,
+  ExecResult,
+  ProcessInfo,
+  FileInfo,
+  WriteData,
+  WriteOptions,
+  RemoveOptions,
+  Template,
+  CreatedKey,
+  CreateKeyParams,
+  ColdBoot,
+  SnapshotInfo,
+  WireError,
+  WireSandbox,
+  WireExecRequest,
+  WireExecResult,
+  WireExecEvent,
+  WireBuildEvent,
+  WireProcess,
+  WireFileInfo,
+  WireTemplate,
+  WireCreatedKey,
+} from "./types.js";

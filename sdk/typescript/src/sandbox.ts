@@ -1,0 +1,368 @@
+// Sandboxes: creating, finding and operating on microVMs.
+
+import { encodeBase64 } from "./base64.js";
+import { PandaStack, type ClientOptions } from "./client.js";
+import { Filesystem } from "./filesystem.js";
+import { NDJSON, type HttpClient } from "./http.js";
+import { readExecStream } from "./stream.js";
+import {
+  toProcessInfo,
+  toSandboxInfo,
+  type Accel,
+  type AttachOptions,
+  type CreateSandboxParams,
+  type ExecOptions,
+  type ExecResult,
+  type ListSandboxesParams,
+  type ProcessInfo,
+  type RequestOptions,
+  type SandboxInfo,
+  type SandboxState,
+  type SnapshotInfo,
+  type WireCreateSandboxRequest,
+  type WireExecRequest,
+  type WireProcess,
+  type WireSandbox,
+} from "./types.js";
+
+export function sandboxPath(id: string): string {
+  return "/v1/sandboxes/" + encodeURIComponent(id);
+}
+
+function execBody(cmd: string, o: ExecOptions): WireExecRequest {
+  const b: WireExecRequest = {};
+  if (o.args && o.args.length > 0) b.args = cmd !== "" ? [cmd, ...o.args] : [...o.args];
+  else b.cmd = cmd;
+  if (o.env && Object.keys(o.env).length > 0) b.env = o.env;
+  if (o.cwd) b.cwd = o.cwd;
+  if (o.user) b.user = o.user;
+  if (o.timeoutSeconds) b.timeout_seconds = o.timeoutSeconds;
+  if (typeof o.stdin === "string") b.stdin = o.stdin;
+  else if (o.stdin !== undefined) b.stdin_base64 = encodeBase64(o.stdin);
+  return b;
+}
+
+/** A command started with `exec(cmd, { background: true })`. */
+export class CommandHandle {
+  readonly sandbox: Sandbox;
+  readonly pid: number;
+
+  /** @internal */
+  constructor(sandbox: Sandbox, pid: number) {
+    this.sandbox = sandbox;
+    this.pid = pid;
+  }
+
+  /** Follows the command's output (replayed from its start as far as kept) until it exits. */
+  wait(opts: AttachOptions = {}): Promise<ExecResult> {
+    return this.sandbox.attach(this.pid, opts);
+  }
+
+  /** Same as `wait`. */
+  attach(opts: AttachOptions = {}): Promise<ExecResult> {
+    return this.sandbox.attach(this.pid, opts);
+  }
+
+  /** Sends a signal ("TERM", "SIGKILL", 9, ...). */
+  signal(signal: string | number, opts: RequestOptions = {}): Promise<void> {
+    return this.sandbox.signal(this.pid, signal, opts);
+  }
+
+  /** Sends SIGKILL. */
+  kill(opts: RequestOptions = {}): Promise<void> {
+    return this.sandbox.signal(this.pid, "KILL", opts);
+  }
+}
+
+/**
+ * A microVM sandbox and a handle to operate on it. Its fields (`state`,
+ * `expiresAt`, ...) are a snapshot from the server; `refresh()` updates them.
+ */
+export class Sandbox {
+  readonly #http: HttpClient;
+  #info: SandboxInfo;
+  /** The client this sandbox was obtained from. */
+  readonly client: PandaStack;
+  /** The sandbox's file system. */
+  readonly filesystem: Filesystem;
+
+  /** @internal Use `Sandbox.create`, `client.sandboxes.create` or `client.sandboxes.get`. */
+  constructor(client: PandaStack, http: HttpClient, info: SandboxInfo) {
+    this.client = client;
+    this.#http = http;
+    this.#info = info;
+    this.filesystem = new Filesystem(http, sandboxPath(info.id));
+  }
+
+  /** Creates a sandbox with a client configured from the environment (or `clientOptions`). */
+  static create(params: CreateSandboxParams & RequestOptions, clientOptions?: ClientOptions): Promise<Sandbox> {
+    return new PandaStack(clientOptions).sandboxes.create(params);
+  }
+
+  /** Fetches an existing sandbox (live or ended) with a client configured from the environment (or `clientOptions`). */
+  static get(id: string, clientOptions?: ClientOptions & RequestOptions): Promise<Sandbox> {
+    return new PandaStack(clientOptions).sandboxes.get(id, clientOptions);
+  }
+
+  /** Alias of `Sandbox.get`: a handle to an existing sandbox. */
+  static connect(id: string, clientOptions?: ClientOptions & RequestOptions): Promise<Sandbox> {
+    return Sandbox.get(id, clientOptions);
+  }
+
+  /** Alias of `filesystem`. */
+  get files(): Filesystem {
+    return this.filesystem;
+  }
+  get id(): string {
+    return this.#info.id;
+  }
+  get teamId(): string {
+    return this.#info.teamId;
+  }
+  get template(): string {
+    return this.#info.template;
+  }
+  get templateId(): string {
+    return this.#info.templateId;
+  }
+  get state(): SandboxState {
+    return this.#info.state;
+  }
+  get host(): string {
+    return this.#info.host;
+  }
+  /** "kvm" (hardware isolation) or "tcg" (software emulation: not a security boundary). */
+  get accel(): Accel {
+    return this.#info.accel;
+  }
+  get metadata(): Record<string, string> {
+    return this.#info.metadata;
+  }
+  get env(): Record<string, string> {
+    return this.#info.env;
+  }
+  get cpus(): number {
+    return this.#info.cpus;
+  }
+  get memoryMib(): number {
+    return this.#info.memoryMib;
+  }
+  get createdAt(): Date {
+    return this.#info.createdAt;
+  }
+  get expiresAt(): Date {
+    return this.#info.expiresAt;
+  }
+  get endedAt(): Date | undefined {
+    return this.#info.endedAt;
+  }
+  get endReason(): string | undefined {
+    return this.#info.endReason;
+  }
+  /** Whether the sandbox was live (starting or running) when last fetched. */
+  get isLive(): boolean {
+    return this.#info.state === "starting" || this.#info.state === "running";
+  }
+  /** All fields as a plain object. */
+  get info(): SandboxInfo {
+    return { ...this.#info };
+  }
+  toJSON(): SandboxInfo {
+    return this.info;
+  }
+
+  #path(rest = ""): string {
+    return sandboxPath(this.#info.id) + rest;
+  }
+
+  /**
+   * Runs a command and waits for it to end. Output streams to `onStdout` /
+   * `onStderr` as it is produced and is collected in the result. A non-zero
+   * exit code or a timeout is not an error; the promise rejects only if the
+   * command could not be run or followed. Aborting `signal` kills it.
+   *
+   * With `background: true` it starts the command and resolves at once with
+   * a `CommandHandle` (its `pid`); follow it with `attach`, stop it with `signal`.
+   */
+  exec(cmd: string, opts: ExecOptions & { background: true }): Promise<CommandHandle>;
+  exec(cmd: string, opts?: ExecOptions & { background?: false | undefined }): Promise<ExecResult>;
+  exec(cmd: string, opts?: ExecOptions): Promise<ExecResult | CommandHandle>;
+  async exec(cmd: string, opts: ExecOptions = {}): Promise<ExecResult | CommandHandle> {
+    const body = execBody(cmd, opts);
+    if (opts.background) {
+      body.background = true;
+      const out = await this.#http.json<{ pid: number }>({
+        method: "POST",
+        path: this.#path("/exec"),
+        json: body,
+        signal: opts.signal,
+      });
+      return new CommandHandle(this, out.pid);
+    }
+    const resp = await this.#http.send({
+      method: "POST",
+      path: this.#path("/exec"),
+      json: body,
+      accept: NDJSON,
+      signal: opts.signal,
+    });
+    return readExecStream(resp, opts);
+  }
+
+  /**
+   * Follows a process's output until it exits. Output produced before the
+   * call is replayed as far as the guest kept it. Aborting `signal` detaches
+   * without killing the process.
+   */
+  async attach(pid: number, opts: AttachOptions = {}): Promise<ExecResult> {
+    const resp = await this.#http.send({
+      method: "GET",
+      path: this.#path(`/processes/${pid}/stream`),
+      accept: NDJSON,
+      signal: opts.signal,
+    });
+    return readExecStream(resp, opts);
+  }
+
+  /** Sends a signal ("TERM", "SIGTERM", "15", 9, ...) to a process. */
+  async signal(pid: number, signal: string | number, opts: RequestOptions = {}): Promise<void> {
+    await this.#http.json({
+      method: "POST",
+      path: this.#path(`/processes/${pid}/signal`),
+      json: { signal: String(signal) },
+      signal: opts.signal,
+    });
+  }
+
+  /** Lists the commands started in the sandbox, by pid. */
+  async processes(opts: RequestOptions = {}): Promise<ProcessInfo[]> {
+    const w = await this.#http.json<{ processes: WireProcess[] }>({
+      method: "GET",
+      path: this.#path("/processes"),
+      signal: opts.signal,
+    });
+    return (w.processes ?? []).map(toProcessInfo);
+  }
+
+  /** Measures one round trip to the sandbox's guest agent (measured on the server). */
+  async ping(opts: RequestOptions = {}): Promise<{ rttMs: number }> {
+    const w = await this.#http.json<{ rtt_ms: number }>({ method: "POST", path: this.#path("/ping"), signal: opts.signal });
+    return { rttMs: w.rtt_ms };
+  }
+
+  /** Reloads the sandbox's fields from the server. */
+  async refresh(opts: RequestOptions = {}): Promise<this> {
+    const w = await this.#http.json<WireSandbox>({ method: "GET", path: this.#path(), signal: opts.signal });
+    this.#info = toSandboxInfo(w);
+    return this;
+  }
+
+  /** Makes the sandbox expire `seconds` from now, and updates `expiresAt`. */
+  async setTtl(seconds: number, opts: RequestOptions = {}): Promise<this> {
+    const w = await this.#http.json<WireSandbox>({
+      method: "PUT",
+      path: this.#path("/ttl"),
+      json: { ttl_seconds: seconds },
+      signal: opts.signal,
+    });
+    this.#info = toSandboxInfo(w);
+    return this;
+  }
+
+  /** Ends the sandbox. Killing a sandbox that has already ended is not an error. */
+  async kill(opts: RequestOptions = {}): Promise<void> {
+    await this.#http.json({ method: "DELETE", path: this.#path(), signal: opts.signal });
+    if (this.isLive) this.#info = { ...this.#info, state: "killed" };
+  }
+
+  /**
+   * Forks the sandbox into a new one (POST /v1/sandboxes/{id}/fork).
+   * Needs a server that serves this route; older servers answer
+   * NotFoundError / MethodNotAllowedError.
+   */
+  async fork(opts: RequestOptions = {}): Promise<Sandbox> {
+    const w = await this.#http.json<WireSandbox>({ method: "POST", path: this.#path("/fork"), signal: opts.signal });
+    return new Sandbox(this.client, this.#http, toSandboxInfo(w));
+  }
+
+  /**
+   * Snapshots the sandbox (POST /v1/sandboxes/{id}/snapshot). Needs a
+   * server that serves this route; older servers answer NotFoundError /
+   * MethodNotAllowedError.
+   */
+  async snapshot(opts: RequestOptions = {}): Promise<SnapshotInfo> {
+    return (await this.#http.json<SnapshotInfo>({ method: "POST", path: this.#path("/snapshot"), signal: opts.signal })) ?? { id: "" };
+  }
+
+  /**
+   * Hibernates the sandbox (POST /v1/sandboxes/{id}/hibernate). Needs a
+   * server that serves this route; older servers answer NotFoundError /
+   * MethodNotAllowedError.
+   */
+  async hibernate(opts: RequestOptions = {}): Promise<this> {
+    return this.#lifecycle("/hibernate", opts);
+  }
+
+  /**
+   * Wakes a hibernated sandbox (POST /v1/sandboxes/{id}/wake). Needs a
+   * server that serves this route; older servers answer NotFoundError /
+   * MethodNotAllowedError.
+   */
+  async wake(opts: RequestOptions = {}): Promise<this> {
+    return this.#lifecycle("/wake", opts);
+  }
+
+  async #lifecycle(rest: string, opts: RequestOptions): Promise<this> {
+    const w = await this.#http.json<WireSandbox | undefined>({ method: "POST", path: this.#path(rest), signal: opts.signal });
+    if (w && typeof w === "object" && typeof w.id === "string" && typeof w.state === "string") this.#info = toSandboxInfo(w);
+    else await this.refresh(opts);
+    return this;
+  }
+}
+
+/** `client.sandboxes`: creating, fetching and listing sandboxes. */
+export class Sandboxes {
+  readonly #client: PandaStack;
+  readonly #http: HttpClient;
+
+  /** @internal */
+  constructor(client: PandaStack, http: HttpClient) {
+    this.#client = client;
+    this.#http = http;
+  }
+
+  /** Starts a sandbox from a template; resolves when it is running. */
+  async create(params: CreateSandboxParams & RequestOptions): Promise<Sandbox> {
+    const body: WireCreateSandboxRequest = { template: params.template };
+    if (params.ttlSeconds !== undefined) body.ttl_seconds = params.ttlSeconds;
+    if (params.metadata && Object.keys(params.metadata).length > 0) body.metadata = params.metadata;
+    if (params.env && Object.keys(params.env).length > 0) body.env = params.env;
+    const w = await this.#http.json<WireSandbox>({ method: "POST", path: "/v1/sandboxes", json: body, signal: params.signal });
+    return new Sandbox(this.#client, this.#http, toSandboxInfo(w));
+  }
+
+  /** Fetches a sandbox, live or ended. */
+  async get(id: string, opts: RequestOptions = {}): Promise<Sandbox> {
+    const w = await this.#http.json<WireSandbox>({ method: "GET", path: sandboxPath(id), signal: opts.signal });
+    return new Sandbox(this.#client, this.#http, toSandboxInfo(w));
+  }
+
+  /** Lists the team's sandboxes (live ones unless `state: "all"`), oldest first. */
+  async list(params: ListSandboxesParams & RequestOptions = {}): Promise<Sandbox[]> {
+    const q = new URLSearchParams();
+    if (params.state && params.state !== "live") q.set("state", params.state);
+    for (const [k, v] of Object.entries(params.metadata ?? {})) q.set("metadata." + k, v);
+    const w = await this.#http.json<{ sandboxes: WireSandbox[] }>({
+      method: "GET",
+      path: "/v1/sandboxes",
+      query: q,
+      signal: params.signal,
+    });
+    return (w.sandboxes ?? []).map((s) => new Sandbox(this.#client, this.#http, toSandboxInfo(s)));
+  }
+
+  /** Kills a sandbox by id (no error if it has already ended). */
+  async kill(id: string, opts: RequestOptions = {}): Promise<void> {
+    await this.#http.json({ method: "DELETE", path: sandboxPath(id), signal: opts.signal });
+  }
+}

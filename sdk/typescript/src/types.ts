@@ -1,0 +1,378 @@
+// Public data types (camelCase, dates as Date) and the JSON wire shapes of
+// api/openapi.yaml (snake_case) they are converted from.
+
+/** "kvm": hardware isolation. "tcg": software emulation, not a security boundary. */
+export type Accel = "kvm" | "tcg";
+
+/** A sandbox's lifecycle state. "starting" and "running" are live; the rest have ended. */
+export type SandboxState = "starting" | "running" | "killed" | "expired" | "failed";
+
+/** The server's answer to a health check. */
+export interface Health {
+  status: "ok";
+  version: string;
+  accel: Accel;
+  /** What the accelerator means for untrusted code, in plain words. */
+  isolation: string;
+}
+
+/** A sandbox as the server last described it. */
+export interface SandboxInfo {
+  id: string;
+  teamId: string;
+  template: string;
+  /** The exact template build. */
+  templateId: string;
+  state: SandboxState;
+  host: string;
+  accel: Accel;
+  metadata: Record<string, string>;
+  env: Record<string, string>;
+  cpus: number;
+  memoryMib: number;
+  createdAt: Date;
+  expiresAt: Date;
+  endedAt?: Date | undefined;
+  endReason?: string | undefined;
+}
+
+/** Describes a new sandbox. */
+export interface CreateSandboxParams {
+  /** Template name, e.g. "base". */
+  template: string;
+  /** Seconds until the sandbox expires (server default 300). `setTtl` changes it later. */
+  ttlSeconds?: number;
+  /** Labels (at most 64), usable as `list` filters. */
+  metadata?: Record<string, string>;
+  /** Environment variables for every command. */
+  env?: Record<string, string>;
+}
+
+/** Filters for listing sandboxes. */
+export interface ListSandboxesParams {
+  /** Only sandboxes whose metadata has all these key/value pairs. */
+  metadata?: Record<string, string>;
+  /** "live" (default) or "all" (also ended sandboxes). */
+  state?: "live" | "all";
+}
+
+/** Per-call options accepted by every method. */
+export interface RequestOptions {
+  /** Aborts the call. For a running command, aborting the stream kills the command. */
+  signal?: AbortSignal;
+}
+
+/** Output callback: the text (decoded as UTF-8, split characters carried over) and the raw bytes. */
+export type OutputCallback = (text: string, bytes: Uint8Array) => void;
+
+/** Options for `Sandbox.exec`. */
+export interface ExecOptions extends RequestOptions {
+  /**
+   * Runs a program without a shell: the argv is the command followed by
+   * `args` (or just `args` when the command is ""). Without `args` the
+   * command runs with `/bin/sh -c`.
+   */
+  args?: string[];
+  env?: Record<string, string>;
+  /** Absolute working directory. */
+  cwd?: string;
+  /** Default: the template's user. */
+  user?: string;
+  /** 0 or absent: no timeout. A timeout is not an error: see `ExecResult.timedOut`. */
+  timeoutSeconds?: number;
+  /** Standard input (at most about 700 KiB). */
+  stdin?: string | Uint8Array;
+  /** Receives standard output as it is produced. */
+  onStdout?: OutputCallback;
+  /** Receives standard error as it is produced. */
+  onStderr?: OutputCallback;
+  /** Leave `stdout`/`stderr` of the result empty (the callbacks still fire): for output too large to keep. */
+  discardOutput?: boolean;
+  /** Start the command and return at once with a `CommandHandle` (its pid); output callbacks are not used. */
+  background?: boolean;
+}
+
+/** Options for `Sandbox.attach`. */
+export interface AttachOptions extends RequestOptions {
+  onStdout?: OutputCallback;
+  onStderr?: OutputCallback;
+  discardOutput?: boolean;
+}
+
+/** How a command ended and what it printed. */
+export interface ExecResult {
+  pid: number;
+  /** Standard output decoded as UTF-8. */
+  stdout: string;
+  stderr: string;
+  /** Standard output, exactly. */
+  stdoutBytes: Uint8Array;
+  stderrBytes: Uint8Array;
+  exitCode: number;
+  /** The signal that ended the command (e.g. "SIGKILL"), or "". */
+  signal: string;
+  /** Killed by `timeoutSeconds` (exitCode is then 137). */
+  timedOut: boolean;
+  durationMs: number;
+}
+
+/** A command started in a sandbox. */
+export interface ProcessInfo {
+  pid: number;
+  cmd: string;
+  args: string[];
+  background: boolean;
+  running: boolean;
+  /** Once it has exited. */
+  exitCode?: number | undefined;
+  startedAt: Date;
+}
+
+/** Describes a path inside a sandbox. */
+export interface FileInfo {
+  name: string;
+  path: string;
+  size: number;
+  /** Permission bits, e.g. 0o644 (420). */
+  mode: number;
+  isDir: boolean;
+  modTime: Date;
+  symlinkTarget?: string | undefined;
+}
+
+/** What `Filesystem.write` accepts. */
+export type WriteData = string | Uint8Array | ArrayBuffer | Blob | ReadableStream<Uint8Array>;
+
+/** Options for `Filesystem.write`. */
+export interface WriteOptions extends RequestOptions {
+  /** Permission bits: a number (0o755) or an octal string ("0755"). Default 0644. */
+  mode?: number | string;
+}
+
+/** Options for `Filesystem.remove`. */
+export interface RemoveOptions extends RequestOptions {
+  /** Remove a non-empty directory and everything in it. */
+  recursive?: boolean;
+}
+
+/** A template sandboxes are created from. */
+export interface Template {
+  name: string;
+  /** Content key of the build inputs. */
+  id: string;
+  cpus: number;
+  memoryMib: number;
+  diskMib: number;
+  accel: Accel;
+  builtAt: Date;
+  buildMs: number;
+}
+
+/** A new API key. `key` is the secret, shown only once. */
+export interface CreatedKey {
+  id: string;
+  key: string;
+  team: string;
+  teamId: string;
+  name: string;
+  prefix: string;
+  admin: boolean;
+}
+
+/** Parameters of `keys.create`. */
+export interface CreateKeyParams {
+  /** Team name; created if absent. */
+  team: string;
+  /** A label for the key (default "default"). */
+  name?: string;
+}
+
+/** The result of a cold boot benchmark. */
+export interface ColdBoot {
+  template: string;
+  coldBootMs: number;
+  accel: Accel;
+}
+
+/** What a snapshot call answers (needs a server that supports snapshots). */
+export interface SnapshotInfo {
+  id: string;
+  [key: string]: unknown;
+}
+
+// ---- wire shapes (snake_case JSON, exactly as in api/openapi.yaml) ----
+
+export interface WireError {
+  error: { code: string; message: string };
+}
+
+export interface WireSandbox {
+  id: string;
+  team_id: string;
+  template: string;
+  template_id: string;
+  state: SandboxState;
+  host: string;
+  accel: Accel;
+  metadata: Record<string, string>;
+  env?: Record<string, string>;
+  cpus: number;
+  memory_mib: number;
+  created_at: string;
+  expires_at: string;
+  ended_at?: string;
+  end_reason?: string;
+}
+
+export interface WireSandboxList {
+  sandboxes: WireSandbox[];
+}
+
+export interface WireCreateSandboxRequest {
+  template: string;
+  ttl_seconds?: number;
+  metadata?: Record<string, string>;
+  env?: Record<string, string>;
+}
+
+export interface WireExecRequest {
+  cmd?: string;
+  args?: string[];
+  env?: Record<string, string>;
+  cwd?: string;
+  user?: string;
+  timeout_seconds?: number;
+  stdin?: string;
+  stdin_base64?: string;
+  background?: boolean;
+}
+
+export interface WireExecResult {
+  exit_code: number;
+  signal?: string;
+  timed_out: boolean;
+  duration_ms: number;
+}
+
+/** One NDJSON line of a command stream. */
+export type WireExecEvent =
+  | { type: "start"; pid: number }
+  | { type: "stdout" | "stderr"; data: string }
+  | { type: "exit"; result: WireExecResult }
+  | { type: "error"; error: { code: string; message: string } };
+
+/** One NDJSON line of a template build. */
+export type WireBuildEvent =
+  | { type: "log"; line: string }
+  | { type: "done"; template: WireTemplate }
+  | { type: "error"; error: { code: string; message: string } };
+
+export interface WireProcess {
+  pid: number;
+  cmd: string;
+  args: string[];
+  background: boolean;
+  running: boolean;
+  exit_code?: number;
+  started_at: string;
+}
+
+export interface WireFileInfo {
+  name: string;
+  path: string;
+  size: number;
+  mode: number;
+  is_dir: boolean;
+  mod_time: string;
+  symlink_target?: string;
+}
+
+export interface WireTemplate {
+  name: string;
+  id: string;
+  cpus: number;
+  memory_mib: number;
+  disk_mib: number;
+  accel: Accel;
+  built_at: string;
+  build_ms: number;
+}
+
+export interface WireCreatedKey {
+  id: string;
+  key: string;
+  team: string;
+  team_id: string;
+  name: string;
+  prefix: string;
+  admin: boolean;
+}
+
+export interface WireColdBoot {
+  template: string;
+  cold_boot_ms: number;
+  accel: Accel;
+}
+
+// ---- conversions ----
+
+export function toSandboxInfo(w: WireSandbox): SandboxInfo {
+  return {
+    id: w.id,
+    teamId: w.team_id,
+    template: w.template,
+    templateId: w.template_id,
+    state: w.state,
+    host: w.host,
+    accel: w.accel,
+    metadata: w.metadata ?? {},
+    env: w.env ?? {},
+    cpus: w.cpus,
+    memoryMib: w.memory_mib,
+    createdAt: new Date(w.created_at),
+    expiresAt: new Date(w.expires_at),
+    endedAt: w.ended_at ? new Date(w.ended_at) : undefined,
+    endReason: w.end_reason || undefined,
+  };
+}
+
+export function toProcessInfo(w: WireProcess): ProcessInfo {
+  return {
+    pid: w.pid,
+    cmd: w.cmd,
+    args: w.args ?? [],
+    background: w.background,
+    running: w.running,
+    exitCode: w.exit_code,
+    startedAt: new Date(w.started_at),
+  };
+}
+
+export function toFileInfo(w: WireFileInfo): FileInfo {
+  return {
+    name: w.name,
+    path: w.path,
+    size: w.size,
+    mode: w.mode,
+    isDir: w.is_dir,
+    modTime: new Date(w.mod_time),
+    symlinkTarget: w.symlink_target || undefined,
+  };
+}
+
+export function toTemplate(w: WireTemplate): Template {
+  return {
+    name: w.name,
+    id: w.id,
+    cpus: w.cpus,
+    memoryMib: w.memory_mib,
+    diskMib: w.disk_mib,
+    accel: w.accel,
+    builtAt: new Date(w.built_at),
+    buildMs: w.build_ms,
+  };
+}
+
+export function toCreatedKey(w: WireCreatedKey): CreatedKey {
+  return { id: w.id, key: w.key, team: w.team, teamId: w.team_id, name: w.name, prefix: w.prefix, admin: w.admin };
+}

@@ -1,0 +1,305 @@
+// End-to-end tests against a real PandaStack server with real microVMs.
+// Run them with the repository's scripts/with-server, which exports
+// PANDASTACK_BASE_URL and PANDASTACK_API_KEY (an admin key):
+//
+//   scripts/with-server sh -c 'cd sdk/typescript && npm ci && npm test'
+//
+// Without those variables the suite is skipped.
+
+import { test, describe, after } from "node:test";
+import assert from "node:assert/strict";
+import { createHash, randomBytes } from "node:crypto";
+
+import {
+  PandaStack,
+  Sandbox,
+  PandaStackError,
+  AuthenticationError,
+  PermissionDeniedError,
+  InvalidArgumentError,
+  NotFoundError,
+  MethodNotAllowedError,
+  ConflictError,
+  GoneError,
+  type ExecResult,
+} from "@pandastack/sdk";
+
+const live = !!process.env["PANDASTACK_BASE_URL"] && !!process.env["PANDASTACK_API_KEY"];
+const skip = live ? false : "needs a server: set PANDASTACK_BASE_URL and PANDASTACK_API_KEY (see scripts/with-server)";
+
+// Every sandbox a test creates, killed at the end whatever happens.
+const created: Sandbox[] = [];
+after(async () => {
+  await Promise.all(created.map((s) => s.kill().catch(() => {})));
+});
+
+function isTypedError(cls: Function, status: number) {
+  return (e: unknown) => {
+    assert.ok(e instanceof cls, `expected ${cls.name}, got ${(e as Error)?.constructor?.name}: ${(e as Error)?.message}`);
+    assert.ok(e instanceof PandaStackError);
+    assert.equal((e as PandaStackError).status, status);
+    assert.ok((e as PandaStackError).message.length > 0);
+    return true;
+  };
+}
+
+describe("against a real server", { skip }, () => {
+  // The sandbox of the README example, shared by the tests that follow it.
+  let sandbox: Sandbox;
+  let client: PandaStack;
+
+  test("the README example, verbatim", { timeout: 90_000 }, async () => {
+    client = new PandaStack({ apiKey: process.env.PANDASTACK_API_KEY });
+    sandbox = await client.sandboxes.create({ template: "base", ttlSeconds: 600, metadata: { task: "x" }, env: { A: "1" } });
+    created.push(sandbox);
+    assert.equal(sandbox.state, "running");
+    assert.ok(sandbox.id);
+    assert.ok(sandbox.accel === "kvm" || sandbox.accel === "tcg");
+    assert.deepEqual(sandbox.metadata, { task: "x" });
+
+    const result = await sandbox.exec("python3 -c 'print(2 ** 10)'", { timeoutSeconds: 30 });
+    assert.equal(result.stdout, "1024\n");
+    assert.deepEqual(result.stdoutBytes, new TextEncoder().encode("1024\n"));
+    assert.equal(result.stderr, "");
+    assert.equal(result.exitCode, 0);
+    assert.equal(result.timedOut, false);
+    assert.equal(result.signal, "");
+    assert.ok(result.pid > 0);
+    assert.ok(result.durationMs > 0);
+
+    const out: string[] = [];
+    const err: string[] = [];
+    const r2 = await sandbox.exec("for i in 1 2 3; do echo $i; sleep 1; done; echo \"$A $B $(pwd) $(id -un)\" >&2", {
+      onStdout: (s) => out.push(s),
+      onStderr: (s) => err.push(s),
+      env: { B: "2" },
+      cwd: "/tmp",
+      user: "root",
+    });
+    assert.equal(out.join(""), "1\n2\n3\n");
+    assert.equal(err.join(""), "1 2 /tmp root\n");
+    assert.equal(r2.stderr, "1 2 /tmp root\n");
+
+    const r3 = await sandbox.exec("echo", { args: ["a b", "$HOME"] });
+    assert.equal(r3.stdout, "a b $HOME\n");
+    const r4 = await sandbox.exec("cat; exit 3", { stdin: "from stdin" });
+    assert.equal(r4.stdout, "from stdin");
+    assert.equal(r4.exitCode, 3);
+
+    const info = await sandbox.filesystem.write("/tmp/notes.txt", "hi");
+    assert.equal(info.size, 2);
+    assert.equal(await sandbox.filesystem.read("/tmp/notes.txt"), "hi");
+    assert.deepEqual(await sandbox.filesystem.readBytes("/tmp/notes.txt"), new TextEncoder().encode("hi"));
+
+    const p = await sandbox.exec("sleep 100", { background: true });
+    assert.ok(p.pid > 0);
+    const procs = await sandbox.processes();
+    assert.ok(procs.some((x) => x.pid === p.pid && x.running && x.background));
+    await sandbox.signal(p.pid, "TERM");
+    const ended = await sandbox.attach(p.pid, { onStdout: () => {} });
+    assert.ok(ended.signal === "SIGTERM" || ended.exitCode === 143, JSON.stringify(ended));
+
+    const before = sandbox.expiresAt.getTime();
+    await sandbox.setTtl(600);
+    assert.ok(sandbox.expiresAt.getTime() >= before);
+    await sandbox.refresh();
+    assert.equal(sandbox.state, "running");
+
+    const got = await client.sandboxes.get(sandbox.id);
+    assert.equal(got.id, sandbox.id);
+    const listed = await client.sandboxes.list({ metadata: { task: "x" } });
+    assert.ok(listed.some((s) => s.id === sandbox.id));
+    assert.equal((await client.sandboxes.list({ metadata: { task: "no-such-task" } })).length, 0);
+  });
+
+  test("timeouts are results, not errors", { timeout: 30_000 }, async () => {
+    const r = await sandbox.exec("sleep 10", { timeoutSeconds: 1 });
+    assert.equal(r.timedOut, true);
+    assert.equal(r.exitCode, 137);
+  });
+
+  test("streaming: output arrives while the command runs", { timeout: 30_000 }, async () => {
+    const t0 = Date.now();
+    const seen: Array<{ text: string; at: number }> = [];
+    const r = await sandbox.exec("for i in 1 2 3 4; do echo line$i; sleep 1; done", {
+      onStdout: (text) => seen.push({ text, at: Date.now() - t0 }),
+    });
+    const total = Date.now() - t0;
+    assert.equal(r.stdout, "line1\nline2\nline3\nline4\n");
+    assert.equal(seen.map((s) => s.text).join(""), r.stdout);
+    const first = seen[0]!.at;
+    const third = seen.find((s) => s.text.includes("line3"))!.at;
+    // The command takes 4 s; its first line must come long before its end.
+    assert.ok(total >= 3500, `total ${total} ms`);
+    assert.ok(first <= total - 2500, `first output at ${first} ms, end at ${total} ms`);
+    assert.ok(third - first >= 1500, `line3 at ${third} ms, line1 at ${first} ms`);
+  });
+
+  test("a 100 MB file round trip, streamed both ways, by checksum", { timeout: 150_000 }, async () => {
+    const total = 100 * 1024 * 1024;
+    const chunk = 1024 * 1024;
+    const up = createHash("sha256");
+    let sent = 0;
+    const body = new ReadableStream<Uint8Array>({
+      pull(c) {
+        if (sent >= total) return c.close();
+        const b = new Uint8Array(randomBytes(chunk));
+        up.update(b);
+        sent += b.length;
+        c.enqueue(b);
+      },
+    });
+    const t0 = Date.now();
+    const info = await sandbox.filesystem.write("/tmp/big.bin", body, { mode: 0o600 });
+    const tUp = Date.now() - t0;
+    const want = up.digest("hex");
+    assert.equal(info.size, total);
+    assert.equal(info.mode, 0o600);
+    const st = await sandbox.filesystem.stat("/tmp/big.bin");
+    assert.equal(st.size, total);
+
+    const t1 = Date.now();
+    const stream = await sandbox.filesystem.readStream("/tmp/big.bin");
+    const down = createHash("sha256");
+    let got = 0;
+    for await (const part of stream as unknown as AsyncIterable<Uint8Array>) {
+      down.update(part);
+      got += part.length;
+    }
+    const tDown = Date.now() - t1;
+    assert.equal(got, total);
+    assert.equal(down.digest("hex"), want);
+
+    const inGuest = await sandbox.exec("sha256sum /tmp/big.bin && rm /tmp/big.bin", { timeoutSeconds: 120 });
+    assert.equal(inGuest.exitCode, 0, inGuest.stderr);
+    assert.equal(inGuest.stdout.split(" ")[0], want);
+    console.log(`# 100 MB: upload ${tUp} ms, download ${tDown} ms`);
+  });
+
+  test("background + attach + signal", { timeout: 60_000 }, async () => {
+    const p = await sandbox.exec(
+      "trap 'echo got-term; exit 7' TERM; echo started; echo err >&2; while true; do sleep 0.2; done",
+      { background: true },
+    );
+    let sawStart!: () => void;
+    const started = new Promise<void>((r) => (sawStart = r));
+    const out: string[] = [];
+    const errs: string[] = [];
+    const attached: Promise<ExecResult> = p.attach({
+      onStdout: (s) => {
+        out.push(s);
+        if (out.join("").includes("started")) sawStart();
+      },
+      onStderr: (s) => errs.push(s),
+    });
+    await started;
+    const running = (await sandbox.processes()).find((x) => x.pid === p.pid);
+    assert.ok(running?.running, JSON.stringify(running));
+    assert.equal(running.background, true);
+    await p.signal("TERM");
+    const r = await attached;
+    assert.equal(r.exitCode, 7);
+    assert.equal(r.pid, p.pid);
+    assert.equal(out.join(""), "started\ngot-term\n");
+    assert.equal(r.stdout, "started\ngot-term\n");
+    // (The shell may also report the killed sleep on stderr.)
+    assert.ok(errs.join("").startsWith("err\n"), JSON.stringify(errs));
+    assert.equal(r.stderr, errs.join(""));
+    // Attaching again replays the output of the finished process.
+    const again = await sandbox.attach(p.pid);
+    assert.equal(again.exitCode, 7);
+    const done = (await sandbox.processes()).find((x) => x.pid === p.pid);
+    assert.equal(done?.running, false);
+    assert.equal(done?.exitCode, 7);
+    await assert.rejects(sandbox.signal(999999, "TERM"), PandaStackError);
+  });
+
+  test("filesystem operations", { timeout: 60_000 }, async () => {
+    const fs = sandbox.filesystem;
+    await fs.makeDir("/tmp/d/sub");
+    await fs.write("/tmp/d/sub/a.txt", new Uint8Array([0, 1, 2, 255]));
+    await fs.write("/tmp/d/run.sh", "#!/bin/sh\necho ran\n", { mode: "0755" });
+    assert.deepEqual(await fs.readBytes("/tmp/d/sub/a.txt"), new Uint8Array([0, 1, 2, 255]));
+    assert.equal((await sandbox.exec("/tmp/d/run.sh")).stdout, "ran\n");
+    const names = (await fs.list("/tmp/d")).map((e) => `${e.name}:${e.isDir}`);
+    assert.deepEqual(names, ["run.sh:false", "sub:true"]);
+    assert.equal((await fs.stat("/tmp/d/run.sh")).mode, 0o755);
+    assert.equal(await fs.exists("/tmp/d/sub/a.txt"), true);
+    assert.equal(await fs.exists("/tmp/d/nope"), false);
+    await fs.rename("/tmp/d/sub/a.txt", "/tmp/d/b.bin");
+    assert.equal(await fs.exists("/tmp/d/b.bin"), true);
+    await assert.rejects(fs.read("/tmp/d/missing"), isTypedError(NotFoundError, 404));
+    await assert.rejects(fs.remove("/tmp/d"), isTypedError(ConflictError, 409));
+    await assert.rejects(fs.read("relative/path"), isTypedError(InvalidArgumentError, 400));
+    await fs.remove("/tmp/d", { recursive: true });
+    assert.equal(await fs.exists("/tmp/d"), false);
+  });
+
+  test("errors: bad key, unknown template, negative ttl, team key on admin route", { timeout: 60_000 }, async () => {
+    const bad = new PandaStack({ apiKey: "pds_not_a_real_key" });
+    await assert.rejects(bad.sandboxes.list(), isTypedError(AuthenticationError, 401));
+    const none = new PandaStack({ apiKey: "" });
+    await assert.rejects(none.sandboxes.list(), isTypedError(AuthenticationError, 401));
+    // Health needs no key.
+    assert.equal((await bad.health()).status, "ok");
+
+    await assert.rejects(client.sandboxes.create({ template: "no-such-template" }), isTypedError(NotFoundError, 404));
+    await assert.rejects(client.sandboxes.create({ template: "base", ttlSeconds: -5 }), isTypedError(InvalidArgumentError, 400));
+    await assert.rejects(sandbox.setTtl(-1), isTypedError(InvalidArgumentError, 400));
+    await assert.rejects(client.sandboxes.get("sb_does_not_exist"), isTypedError(NotFoundError, 404));
+
+    const key = await client.keys.create({ team: "t1" });
+    assert.match(key.key, /^pds_/);
+    assert.equal(key.team, "t1");
+    assert.equal(key.admin, false);
+    const team = new PandaStack({ apiKey: key.key });
+    await assert.rejects(team.keys.create({ team: "t2" }), isTypedError(PermissionDeniedError, 403));
+    // Another team's sandbox answers 404, exactly like one that does not exist.
+    await assert.rejects(team.sandboxes.get(sandbox.id), isTypedError(NotFoundError, 404));
+    assert.equal((await team.sandboxes.list()).length, 0);
+    assert.ok((await team.templates.list()).some((t) => t.name === "base"));
+  });
+
+  test("fork/snapshot/hibernate/wake need a newer server: typed errors until then", { timeout: 60_000 }, async () => {
+    try {
+      const branch = await sandbox.fork();
+      created.push(branch);
+      assert.ok(branch.id && branch.id !== sandbox.id);
+    } catch (e) {
+      assert.ok(e instanceof NotFoundError || e instanceof MethodNotAllowedError, String(e));
+    }
+    for (const op of [() => sandbox.snapshot(), () => sandbox.hibernate(), () => sandbox.wake()]) {
+      try {
+        await op();
+      } catch (e) {
+        assert.ok(e instanceof NotFoundError || e instanceof MethodNotAllowedError, String(e));
+      }
+    }
+    await sandbox.refresh();
+    assert.equal(sandbox.isLive, true);
+  });
+
+  test("Sandbox.create uses the environment; exec after kill is GoneError", { timeout: 90_000 }, async () => {
+    const s2 = await Sandbox.create({ template: "base" });
+    created.push(s2);
+    assert.equal(s2.client.baseUrl, process.env["PANDASTACK_BASE_URL"]!.replace(/\/+$/, ""));
+    assert.equal((await s2.exec("echo ok")).stdout, "ok\n");
+    assert.equal((await s2.ping()).rttMs >= 0, true);
+    await s2.kill();
+    await s2.kill(); // idempotent
+    await assert.rejects(s2.exec("echo too late"), isTypedError(GoneError, 410));
+    await assert.rejects(s2.filesystem.read("/tmp/x"), isTypedError(GoneError, 410));
+    await s2.refresh();
+    assert.equal(s2.state, "killed");
+    assert.equal(s2.isLive, false);
+    assert.ok(s2.endedAt instanceof Date);
+    const all = await new PandaStack().sandboxes.list({ state: "all" });
+    assert.ok(all.some((s) => s.id === s2.id && s.state === "killed"));
+  });
+
+  test("kill the example's sandbox", { timeout: 30_000 }, async () => {
+    await sandbox.kill();
+    assert.equal((await client.sandboxes.get(sandbox.id)).state, "killed");
+    assert.equal((await client.sandboxes.list({ metadata: { task: "x" } })).length, 0);
+  });
+});
