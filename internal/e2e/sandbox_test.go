@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -285,4 +286,52 @@ func TestLargeOutput(t *testing.T) {
 	if r, err := sb.Exec(ctx, "echo alive", sdk.ExecOptions{}); err != nil || string(r.Stdout) != "alive\n" {
 		t.Fatalf("after large output: %v", err)
 	}
+}
+
+// repeatReader yields n bytes: one random block over and over.
+type repeatReader struct {
+	block []byte
+	left  int64
+	off   int
+}
+
+func (r *repeatReader) Read(p []byte) (int, error) {
+	if r.left <= 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, r.block[r.off:])
+	if int64(n) > r.left {
+		n = int(r.left)
+	}
+	r.off = (r.off + n) % len(r.block)
+	r.left -= int64(n)
+	return n, nil
+}
+
+func TestOneGiBFile(t *testing.T) {
+	ctx := context.Background()
+	c := teamClient(t, "bigfile")
+	sb := newSandbox(t, c, sdk.CreateSandboxParams{})
+	block := make([]byte, 1<<20)
+	rand.Read(block)
+	const size = 1 << 30
+	h := sha256.New()
+	io.Copy(h, &repeatReader{block: block, left: size})
+	want := hex.EncodeToString(h.Sum(nil))
+	t0 := time.Now()
+	if _, err := sb.Files().WriteFrom(ctx, "/root/big.bin", &repeatReader{block: block, left: size}, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	up := time.Since(t0)
+	r, err := sb.Exec(ctx, "sha256sum /root/big.bin | cut -d' ' -f1", sdk.ExecOptions{TimeoutSeconds: 300})
+	if err != nil || strings.TrimSpace(string(r.Stdout)) != want {
+		t.Fatalf("guest checksum %q, want %s (%v)", r.Stdout, want, err)
+	}
+	h.Reset()
+	t0 = time.Now()
+	n, err := sb.Files().ReadTo(ctx, "/root/big.bin", h)
+	if err != nil || n != size || hex.EncodeToString(h.Sum(nil)) != want {
+		t.Fatalf("download: %v, %d bytes", err, n)
+	}
+	t.Logf("1 GiB up %v (%.0f MB/s), down %v (%.0f MB/s)", up, size/up.Seconds()/1e6, time.Since(t0), size/time.Since(t0).Seconds()/1e6)
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // kernelMetaPackage is the Debian package whose dependency names the current
@@ -46,6 +47,19 @@ func FetchKernel(ctx context.Context, cacheDir string, progress io.Writer) (Kern
 		return Kernel{}, fmt.Errorf("create kernel cache dir: %w", err)
 	}
 
+	// A name resolved within the last day is reused without asking apt (the
+	// lookups take seconds): a rebuild of unchanged inputs does no work.
+	resolved := filepath.Join(kdir, "resolved")
+	if st, err := os.Stat(resolved); err == nil && time.Since(st.ModTime()) < 24*time.Hour {
+		if b, err := os.ReadFile(resolved); err == nil {
+			file := strings.TrimSpace(string(b))
+			if k, err := loadKernel(filepath.Join(kdir, strings.TrimSuffix(file, ".deb")), file); err == nil && file != "" {
+				progressf(progress, "kernel: %s (cached)", file)
+				return k, nil
+			}
+		}
+	}
+
 	var pkg, file string
 	err = withAptLists(ctx, progress, func() error {
 		var err error
@@ -60,6 +74,7 @@ func FetchKernel(ctx context.Context, cacheDir string, progress io.Writer) (Kern
 	}
 
 	entry := filepath.Join(kdir, strings.TrimSuffix(file, ".deb"))
+	defer func() { _ = os.WriteFile(resolved, []byte(file+"\n"), 0o644) }()
 	if _, err := os.Stat(entry); err == nil {
 		k, err := loadKernel(entry, file)
 		if err == nil {
