@@ -67,7 +67,9 @@ func (d *Driver) fill(p *pool) {
 	}
 	p.filling = true
 	p.mu.Unlock()
+	d.fills.Add(1)
 	go func() {
+		defer d.fills.Done()
 		failures := 0
 		for {
 			p.mu.Lock()

@@ -54,6 +54,7 @@ type Driver struct {
 	// (readonly=on,rom=off, QEMU >= 8.2). Older QEMU opens it read-write.
 	romOff bool
 
+	fills sync.WaitGroup // pool refills in flight
 	mu    sync.Mutex
 	uids  map[int]bool
 	pools map[string]*pool
@@ -345,6 +346,7 @@ func (d *Driver) List() ([]string, error) {
 // Close kills the pooled (never handed out) processes.
 func (d *Driver) Close() error {
 	d.stop()
+	d.fills.Wait()
 	d.mu.Lock()
 	pools := d.pools
 	d.pools = map[string]*pool{}
