@@ -49,6 +49,7 @@ func init() {
 		{"server", "run the API server, host agent and template builder", runServer},
 		{"doctor", "check this host can run sandboxes (KVM or TCG, tools)", runDoctor},
 		{"bench", "measure create, exec and cold boot latency against a server", runBench},
+		{"mcp", "serve sandbox tools to an AI agent over MCP (stdio)", runMCP},
 	}
 }
 
