@@ -20,6 +20,7 @@ const (
 	ERateLimited    = "rate_limited"
 	EQuota          = "quota_exceeded"
 	EUnavailable    = "unavailable"
+	ERefused        = "connection_refused" // nothing listens on a sandbox port
 	EInternal       = "internal"
 )
 

@@ -8,6 +8,7 @@ package pandastack
 import (
 	"context"
 	"io"
+	"net"
 	"time"
 )
 
@@ -203,6 +204,9 @@ type Guest interface {
 	Remove(ctx context.Context, path string, recursive bool) error
 	Rename(ctx context.Context, from, to string) error
 	Ping(ctx context.Context) (time.Duration, error)
+	// DialPort connects to a TCP port a process in the sandbox listens on
+	// (on its loopback). A port nobody listens on answers ERefused.
+	DialPort(ctx context.Context, port int) (net.Conn, error)
 }
 
 // Engine runs sandboxes on a host. Implemented by the host agent.

@@ -28,6 +28,7 @@ var statusByCode = map[string]int{
 	pandastack.ERateLimited:    http.StatusTooManyRequests,
 	pandastack.ETimeout:        http.StatusGatewayTimeout,
 	pandastack.EUnavailable:    http.StatusServiceUnavailable,
+	pandastack.ERefused:        http.StatusBadGateway,
 	pandastack.EInternal:       http.StatusInternalServerError,
 }
 

@@ -109,7 +109,7 @@ func (s *Server) buildHandler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeErrorBody(w, pandastack.ENotFound, fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
 	})
-	return s.middleware(mux)
+	return s.middleware(s.withProxy(mux))
 }
 
 // endpoint turns a route into an http.Handler: it authenticates the caller

@@ -43,6 +43,9 @@ type Config struct {
 	MaxTTL time.Duration
 	// DefaultTTL is a new sandbox's TTL when the request names none (default 5m).
 	DefaultTTL time.Duration
+	// SandboxDomain is the domain under which sandbox ports are served:
+	// http://PORT-SANDBOXID.SandboxDomain (default "localhost").
+	SandboxDomain string
 	// MaxBufferedOutput bounds each of stdout and stderr of a buffered
 	// (non-streaming) exec (default 16 MiB).
 	MaxBufferedOutput int64

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"runtime"
 	"sort"
@@ -31,6 +33,7 @@ type benchResult struct {
 	Parallel20       float64 `json:"parallel20_ms"`
 	ColdBoot         float64 `json:"cold_boot_ms"`
 	CreateColdRatio  float64 `json:"create_cold_ratio"`
+	ProxyHTTPP50     float64 `json:"proxy_http_p50_ms"`
 	ServerCreateNote string  `json:"note"`
 }
 
@@ -46,7 +49,14 @@ func runBench(ctx context.Context, s *streams, args []string) int {
 		return code
 	}
 	c := p.client.client()
-	res, err := bench(ctx, c, *tpl, *n, *cold, s)
+	key := p.client.apiKey
+	if key == "" {
+		key = os.Getenv("PANDASTACK_API_KEY")
+	}
+	if key == "" {
+		key = os.Getenv("PANDASTACK_TOKEN")
+	}
+	res, err := bench(ctx, c, key, *tpl, *n, *cold, s)
 	if err != nil {
 		fmt.Fprintf(s.err, "error: %v\n", err)
 		return 1
@@ -62,6 +72,7 @@ func runBench(ctx context.Context, s *streams, args []string) int {
 		{"create + first exec(true) (p50 / p99)", fmt.Sprintf("%.1f / %.1f ms", res.CreateExecP50, res.CreateExecP99)},
 		{"warm exec(true) (p50 / p99)", fmt.Sprintf("%.1f / %.1f ms", res.ExecP50, res.ExecP99)},
 		{"guest agent round trip (p50)", fmt.Sprintf("%.2f ms", res.AgentPingP50)},
+		{"HTTP GET through the port proxy (p50)", fmt.Sprintf("%.1f ms", res.ProxyHTTPP50)},
 		{"20 parallel creates, all ready", fmt.Sprintf("%.0f ms", res.Parallel20)},
 		{"cold boot of the same template", fmt.Sprintf("%.0f ms", res.ColdBoot)},
 		{"create p50 / cold boot", fmt.Sprintf("%.3f", res.CreateColdRatio)},
@@ -72,7 +83,7 @@ func runBench(ctx context.Context, s *streams, args []string) int {
 	return 0
 }
 
-func bench(ctx context.Context, c *sdk.Client, tpl string, n, colds int, s *streams) (*benchResult, error) {
+func bench(ctx context.Context, c *sdk.Client, key, tpl string, n, colds int, s *streams) (*benchResult, error) {
 	h, err := c.Health(ctx)
 	if err != nil {
 		return nil, err
@@ -152,9 +163,14 @@ func bench(ctx context.Context, c *sdk.Client, tpl string, n, colds int, s *stre
 		}
 		pings = append(pings, p)
 	}
-	_ = sb.Kill(ctx)
 	res.ExecP50, res.ExecP99 = pct(ex, 50), pct(ex, 99)
 	res.AgentPingP50 = pct(pings, 50)
+
+	progress("measuring HTTP through the sandbox port proxy...")
+	if res.ProxyHTTPP50, err = benchProxy(ctx, c, key, sb); err != nil {
+		return nil, fmt.Errorf("proxy: %w", err)
+	}
+	_ = sb.Kill(ctx)
 
 	progress("measuring 20 parallel creates...")
 	time.Sleep(time.Second)
@@ -233,4 +249,44 @@ func machine() string {
 		mem = fmt.Sprintf(", %d GiB", (kb+(1<<19))>>20)
 	}
 	return fmt.Sprintf("%d cores %s%s", runtime.NumCPU(), model, mem)
+}
+
+// benchProxy serves a small file from python's http.server in the sandbox
+// and times GETs through the server's port proxy.
+func benchProxy(ctx context.Context, c *sdk.Client, key string, sb *sdk.Sandbox) (float64, error) {
+	if _, err := sb.StartBackground(ctx, "cd /tmp && echo ok > ok.txt && python3 -m http.server 8000 --bind 127.0.0.1", sdk.ExecOptions{}); err != nil {
+		return 0, err
+	}
+	host := fmt.Sprintf("8000-%s.localhost", sb.ID)
+	get := func() error {
+		req, _ := http.NewRequestWithContext(ctx, "GET", c.BaseURL()+"/ok.txt", nil)
+		req.Host = host
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 || string(b) != "ok\n" {
+			return fmt.Errorf("GET through the proxy: %d %q", resp.StatusCode, b)
+		}
+		return nil
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for get() != nil {
+		if time.Now().After(deadline) {
+			return 0, get()
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	var xs []float64
+	for i := 0; i < 50; i++ {
+		t0 := time.Now()
+		if err := get(); err != nil {
+			return 0, err
+		}
+		xs = append(xs, msOf(time.Since(t0)))
+	}
+	return pct(xs, 50), nil
 }

@@ -240,6 +240,8 @@ func (a *agent) handle(st net.Conn) {
 		if err == nil {
 			err = c.WriteJSON(guestproto.PktOK, res)
 		}
+	case guestproto.OpDial:
+		err = dial(c, st, req.Port)
 	case guestproto.OpSync, guestproto.OpPrepare:
 		syncDisks()
 		err = c.WriteJSON(guestproto.PktOK, struct{}{})

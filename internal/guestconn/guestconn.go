@@ -205,6 +205,8 @@ func (c *Client) mapErr(ctx context.Context, err error) error {
 			code = pandastack.EForbidden
 		case guestproto.ErrIsDir, guestproto.ErrNotDir, guestproto.ErrInvalid:
 			code = pandastack.EInvalid
+		case guestproto.ErrRefused:
+			code = pandastack.ERefused
 		}
 		return &pandastack.Error{Code: code, Message: ge.Message}
 	}

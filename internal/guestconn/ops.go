@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"time"
 
 	"github.com/pandastack/pandastack"
@@ -277,3 +278,26 @@ func (r *sliceReader) Read(p []byte) (int, error) {
 }
 
 func bytesReader(b []byte) io.Reader { return &sliceReader{b} }
+
+// DialPort connects to a TCP port inside the guest through the agent.
+func (c *Client) DialPort(ctx context.Context, port int) (net.Conn, error) {
+	if port < 1 || port > 65535 {
+		return nil, pandastack.Errorf(pandastack.EInvalid, "port %d is outside 1-65535", port)
+	}
+	st, err := c.mux.OpenStream()
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	stop := context.AfterFunc(ctx, func() { st.Close() })
+	defer stop()
+	gc := guestproto.NewConn(st)
+	if err := gc.WriteJSON(guestproto.PktRequest, guestproto.Request{Op: guestproto.OpDial, Port: port}); err != nil {
+		st.Close()
+		return nil, unavailable(err)
+	}
+	if err := gc.ReadJSON(guestproto.PktOK, nil); err != nil {
+		st.Close()
+		return nil, c.mapErr(ctx, err)
+	}
+	return st, nil
+}

@@ -120,6 +120,9 @@ const (
 	OpRename  = "rename"
 	OpSync    = "sync"
 	OpPrepare = "prepare" // quiesce before a snapshot: sync disks
+	// OpDial connects to a TCP port inside the guest; after the OK packet the
+	// stream carries the connection's raw bytes both ways.
+	OpDial = "dial"
 )
 
 // Request opens an operation.
@@ -136,6 +139,9 @@ type Request struct {
 	TimeoutMs  int64             `json:"timeout_ms,omitempty"`
 	Background bool              `json:"background,omitempty"`
 	Stdin      bool              `json:"stdin,omitempty"` // host will stream stdin packets
+
+	// dial
+	Port int `json:"port,omitempty"`
 
 	// attach, signal
 	PID    int    `json:"pid,omitempty"`
@@ -170,6 +176,7 @@ const (
 	ErrNotDir     = "not_directory"
 	ErrNotEmpty   = "not_empty"
 	ErrInvalid    = "invalid_argument"
+	ErrRefused    = "connection_refused"
 	ErrInternal   = "internal"
 )
 

@@ -40,6 +40,8 @@ type Config struct {
 	// KillOnExit ends every sandbox when the server stops; otherwise they
 	// keep running and the next start re-attaches to them.
 	KillOnExit bool
+	// SandboxDomain serves sandbox ports at PORT-ID.SandboxDomain.
+	SandboxDomain string
 	// MaxLivePerTeam caps each team's live sandboxes (0: no cap).
 	MaxLivePerTeam int
 	Logger         *slog.Logger
@@ -222,7 +224,7 @@ func (s *Server) setBuild(name, st string) {
 // Handler is the HTTP API.
 func (s *Server) Handler() http.Handler {
 	return api.New(api.Config{Store: s.store, Engine: s.agent, Builder: s.builder, Logger: s.log,
-		MaxLiveSandboxesPerTeam: s.cfg.MaxLivePerTeam}).Handler()
+		MaxLiveSandboxesPerTeam: s.cfg.MaxLivePerTeam, SandboxDomain: s.cfg.SandboxDomain}).Handler()
 }
 
 // Serve listens and serves until ctx is done, building the configured

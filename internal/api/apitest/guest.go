@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"path"
 	"slices"
 	"strings"
@@ -619,4 +620,12 @@ func (g *Guest) Rename(_ context.Context, from, to string) error {
 		g.files[q] = n
 	}
 	return nil
+}
+
+// DialPort: the fake has no network; every port refuses.
+func (g *Guest) DialPort(_ context.Context, port int) (net.Conn, error) {
+	if err := g.check(); err != nil {
+		return nil, err
+	}
+	return nil, pandastack.Errorf(pandastack.ERefused, "nothing accepts connections on port %d in the sandbox (fake)", port)
 }
