@@ -110,6 +110,13 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
+	// The database holds key hashes and every team's sandboxes: owner only.
+	for _, f := range []string{"pandastack.db", "pandastack.db-wal", "pandastack.db-shm"} {
+		if err := os.Chmod(filepath.Join(cfg.DataDir, f), 0o600); err != nil && !errors.Is(err, os.ErrNotExist) {
+			store.Close()
+			return nil, fmt.Errorf("protect database: %w", err)
+		}
+	}
 	s := &Server{cfg: cfg, log: log, store: store, builds: map[string]string{}}
 	ok := false
 	defer func() {
