@@ -21,13 +21,22 @@ type SandboxState string
 const (
 	StateStarting SandboxState = "starting"
 	StateRunning  SandboxState = "running"
+	// StateHibernated: the VM's full state is on disk and it holds no memory
+	// or CPU; any use wakes it.
+	StateHibernated SandboxState = "hibernated"
 	StateKilled   SandboxState = "killed"
 	StateExpired  SandboxState = "expired"
 	StateFailed   SandboxState = "failed"
 )
 
-// Live reports whether a sandbox in this state holds a VM.
-func (s SandboxState) Live() bool { return s == StateStarting || s == StateRunning }
+// LiveStates are the states of a sandbox that has not ended.
+var LiveStates = []SandboxState{StateStarting, StateRunning, StateHibernated}
+
+// Live reports whether a sandbox in this state has not ended (it runs, or
+// sleeps and wakes on use).
+func (s SandboxState) Live() bool {
+	return s == StateStarting || s == StateRunning || s == StateHibernated
+}
 
 // Accel names the hardware accelerator a VM runs under.
 type Accel string
@@ -216,6 +225,10 @@ type Engine interface {
 	Guest(ctx context.Context, id string) (Guest, error)
 	Kill(ctx context.Context, id string, reason SandboxState) error
 	SetTTL(ctx context.Context, id string, ttl time.Duration) (Sandbox, error)
+	// Hibernate saves the sandbox's whole state to disk and frees its memory
+	// and CPU; Wake (or any use through Guest) brings it back exactly.
+	Hibernate(ctx context.Context, id string) (Sandbox, error)
+	Wake(ctx context.Context, id string) (Sandbox, error)
 }
 
 // TemplateBuilder builds (or finds in its cache) and bakes a named template,

@@ -49,6 +49,8 @@ var routeTable = []route{
 	{"GET", "/v1/sandboxes/{id}", team, (*Server).getSandbox},
 	{"DELETE", "/v1/sandboxes/{id}", team, (*Server).killSandbox},
 	{"PUT", "/v1/sandboxes/{id}/ttl", team, (*Server).setTTL},
+	{"POST", "/v1/sandboxes/{id}/hibernate", team, (*Server).hibernate},
+	{"POST", "/v1/sandboxes/{id}/wake", team, (*Server).wake},
 
 	{"POST", "/v1/sandboxes/{id}/exec", team, (*Server).exec},
 	{"POST", "/v1/sandboxes/{id}/ping", team, (*Server).ping},

@@ -34,6 +34,8 @@ type benchResult struct {
 	ColdBoot         float64 `json:"cold_boot_ms"`
 	CreateColdRatio  float64 `json:"create_cold_ratio"`
 	ProxyHTTPP50     float64 `json:"proxy_http_p50_ms"`
+	Hibernate        float64 `json:"hibernate_ms"`
+	WakeP50          float64 `json:"wake_p50_ms"`
 	ServerCreateNote string  `json:"note"`
 }
 
@@ -73,6 +75,8 @@ func runBench(ctx context.Context, s *streams, args []string) int {
 		{"warm exec(true) (p50 / p99)", fmt.Sprintf("%.1f / %.1f ms", res.ExecP50, res.ExecP99)},
 		{"guest agent round trip (p50)", fmt.Sprintf("%.2f ms", res.AgentPingP50)},
 		{"HTTP GET through the port proxy (p50)", fmt.Sprintf("%.1f ms", res.ProxyHTTPP50)},
+		{"hibernate (p50 of 5)", fmt.Sprintf("%.0f ms", res.Hibernate)},
+		{"wake until the agent answers (p50 of 5)", fmt.Sprintf("%.0f ms", res.WakeP50)},
 		{"20 parallel creates, all ready", fmt.Sprintf("%.0f ms", res.Parallel20)},
 		{"cold boot of the same template", fmt.Sprintf("%.0f ms", res.ColdBoot)},
 		{"create p50 / cold boot", fmt.Sprintf("%.3f", res.CreateColdRatio)},
@@ -170,6 +174,22 @@ func bench(ctx context.Context, c *sdk.Client, key, tpl string, n, colds int, s 
 	if res.ProxyHTTPP50, err = benchProxy(ctx, c, key, sb); err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
+
+	progress("measuring hibernate and wake...")
+	var hib, wake []float64
+	for i := 0; i < 5; i++ {
+		t0 := time.Now()
+		if err := sb.Hibernate(ctx); err != nil {
+			return nil, fmt.Errorf("hibernate: %w", err)
+		}
+		hib = append(hib, msOf(time.Since(t0)))
+		t0 = time.Now()
+		if err := sb.Wake(ctx); err != nil {
+			return nil, fmt.Errorf("wake: %w", err)
+		}
+		wake = append(wake, msOf(time.Since(t0)))
+	}
+	res.Hibernate, res.WakeP50 = pct(hib, 50), pct(wake, 50)
 	_ = sb.Kill(ctx)
 
 	progress("measuring 20 parallel creates...")

@@ -281,3 +281,8 @@ func eventually(t *testing.T, limit time.Duration, what string, cond func() bool
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+func cmdline(pid int) string {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	return string(b)
+}

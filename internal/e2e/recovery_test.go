@@ -42,6 +42,16 @@ func TestCrashRecovery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	sleepy, err := c.CreateSandbox(ctx, sdk.CreateSandboxParams{Template: template, TTLSeconds: 600})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sleepy.Files().Write(ctx, "/tmp/mem.txt", []byte("in memory")); err != nil {
+		t.Fatal(err)
+	}
+	if err := sleepy.Hibernate(ctx); err != nil {
+		t.Fatal(err)
+	}
 	s.crash()
 	if n := len(qemuProcesses(dir)); n < 2 {
 		t.Fatalf("%d QEMU processes after the crash, want the sandboxes' still running", n)
@@ -72,6 +82,16 @@ func TestCrashRecovery(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("background process %d not running after restart: %+v", pid, ps)
+	}
+	// The hibernated sandbox is still hibernated, and wakes on use.
+	if g, err := c.GetSandbox(ctx, sleepy.ID); err != nil || g.State != "hibernated" {
+		t.Fatalf("hibernated sandbox after restart: %v %+v", err, g)
+	}
+	if r, err := c.Sandbox(sleepy.ID).Exec(ctx, "cat /tmp/mem.txt", sdk.ExecOptions{}); err != nil || string(r.Stdout) != "in memory" {
+		t.Fatalf("wake after restart: %v %q", err, r.Stdout)
+	}
+	if err := c.Sandbox(sleepy.ID).Kill(ctx); err != nil {
+		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, "expired sandbox marked", func() bool {
 		g, err := c.GetSandbox(ctx, short.ID)

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"maps"
 	"net"
+	"os"
 	"sync"
 	"time"
 
@@ -38,6 +39,8 @@ type Config struct {
 	PoolSize int
 	// ReadyTimeout bounds how long a restored guest may take to answer.
 	ReadyTimeout time.Duration
+	// HibernateDir keeps hibernated sandboxes' state and disks.
+	HibernateDir string
 }
 
 // Agent is the host agent.
@@ -54,10 +57,12 @@ var _ pandastack.Engine = (*Agent)(nil)
 
 // sandbox is a live sandbox on this host.
 type sandbox struct {
-	mu     sync.Mutex
-	rec    pandastack.Sandbox
-	vm     vmm.VM
-	client *guestconn.Client
+	op       sync.Mutex // serialises hibernate and wake
+	mu       sync.Mutex
+	rec      pandastack.Sandbox
+	vm       vmm.VM // nil while hibernated
+	client   *guestconn.Client
+	sleeping bool // the VM is being hibernated: its exit is expected
 }
 
 // New makes an Agent. Call Start to reconcile and begin expiring sandboxes.
@@ -199,11 +204,20 @@ func (a *Agent) connect(ctx context.Context, v vmm.VM) (*guestconn.Client, error
 
 // watch notices a VM that died on its own.
 func (a *Agent) watch(s *sandbox) {
-	<-s.vm.Exited()
+	s.mu.Lock()
+	v := s.vm
+	s.mu.Unlock()
+	if v == nil {
+		return
+	}
+	<-v.Exited()
 	a.mu.Lock()
 	cur := a.sbx[s.rec.ID]
 	a.mu.Unlock()
-	if cur == s {
+	s.mu.Lock()
+	expected := s.sleeping || s.vm != v
+	s.mu.Unlock()
+	if cur == s && !expected {
 		a.log.Warn("sandbox vm exited unexpectedly", "sandbox", s.rec.ID)
 		_ = a.end(context.Background(), s, pandastack.StateFailed, "the VM process exited")
 	}
@@ -238,6 +252,11 @@ func (a *Agent) Guest(ctx context.Context, id string) (pandastack.Guest, error) 
 	if err != nil {
 		return nil, err
 	}
+	if err := a.wake(ctx, s); err != nil { // any use wakes a hibernated sandbox
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	return &guest{Client: s.client, env: s.rec.Env}, nil
 }
 
@@ -276,8 +295,19 @@ func (a *Agent) end(ctx context.Context, s *sandbox, state pandastack.SandboxSta
 	}
 	delete(a.sbx, s.rec.ID)
 	a.mu.Unlock()
-	s.client.Close()
-	kerr := s.vm.Kill(ctx)
+	var kerr error
+	s.mu.Lock()
+	v, client := s.vm, s.client
+	s.mu.Unlock()
+	if client != nil {
+		client.Close()
+	}
+	if v != nil {
+		kerr = v.Kill(ctx)
+	}
+	if err := os.RemoveAll(a.hibDir(s.rec.ID)); err != nil {
+		kerr = errors.Join(kerr, err)
+	}
 	s.mu.Lock()
 	now := time.Now().UTC()
 	s.rec.State, s.rec.EndedAt, s.rec.EndReason = state, &now, why
@@ -354,7 +384,7 @@ func (a *Agent) Close(ctx context.Context, killAll bool) error {
 	for _, s := range all {
 		if killAll {
 			errs = append(errs, a.end(ctx, s, pandastack.StateKilled, "host shut down"))
-		} else {
+		} else if s.vm != nil {
 			s.client.Close()
 			s.vm.Release()
 		}

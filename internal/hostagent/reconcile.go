@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/pandastack/pandastack"
@@ -23,7 +24,7 @@ func (a *Agent) reconcile(ctx context.Context) error {
 	for _, id := range ids {
 		seen[id] = true
 		rec, err := a.cfg.Store.GetSandbox(ctx, id)
-		owned := err == nil && rec.State.Live() && rec.Host == a.cfg.Host
+		owned := err == nil && rec.State.Live() && rec.State != pandastack.StateHibernated && rec.Host == a.cfg.Host
 		v, rerr := a.cfg.Driver.Recover(ctx, id)
 		if errors.Is(rerr, vmm.ErrGone) {
 			if owned {
@@ -63,9 +64,18 @@ func (a *Agent) reconcile(ctx context.Context) error {
 		return err
 	}
 	for _, rec := range live {
-		if !seen[rec.ID] {
-			a.markFailed(ctx, rec, "the VM was gone after a host restart")
+		if seen[rec.ID] {
+			continue
 		}
+		if rec.State == pandastack.StateHibernated {
+			if _, err := os.Stat(a.hibDir(rec.ID)); err == nil {
+				a.mu.Lock()
+				a.sbx[rec.ID] = &sandbox{rec: rec} // the reaper expires it if its TTL ran out
+				a.mu.Unlock()
+				continue
+			}
+		}
+		a.markFailed(ctx, rec, "the VM was gone after a host restart")
 	}
 	return nil
 }

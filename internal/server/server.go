@@ -156,7 +156,8 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.builder.UseDriver(drv)
-	s.agent = hostagent.New(hostagent.Config{Store: store, Driver: drv, Templates: s.builder, Logger: log, PoolSize: cfg.PoolSize})
+	s.agent = hostagent.New(hostagent.Config{Store: store, Driver: drv, Templates: s.builder, Logger: log, PoolSize: cfg.PoolSize,
+		HibernateDir: filepath.Join(cfg.DataDir, "hibernated")})
 	if err := s.agent.Start(ctx); err != nil {
 		drv.Close()
 		return nil, err

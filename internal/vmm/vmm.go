@@ -73,6 +73,12 @@ type Driver interface {
 	Boot(ctx context.Context, spec BootSpec) (VM, error)
 	// Restore starts a VM from a snapshot. When it returns, the guest runs.
 	Restore(ctx context.Context, snap Snapshot) (VM, error)
+	// Hibernate saves a running VM's whole state (devices and all its RAM)
+	// and its disk into dir, then ends the VM. WakeVM restores it from dir
+	// under the same id; snap is the snapshot it was first restored from
+	// (the machine must match).
+	Hibernate(ctx context.Context, v VM, dir string) error
+	WakeVM(ctx context.Context, id, dir string, snap Snapshot) (VM, error)
 	// Prewarm keeps n processes ready to restore snap, off the create path.
 	Prewarm(snap Snapshot, n int)
 	// Seal makes a new snapshot's files read-only for VMs (as far as the VMM

@@ -29,7 +29,9 @@ type Sandbox struct {
 }
 
 // Live reports whether the sandbox was running when last fetched.
-func (s *Sandbox) Live() bool { return s.State == "starting" || s.State == "running" }
+func (s *Sandbox) Live() bool {
+	return s.State == "starting" || s.State == "running" || s.State == "hibernated"
+}
 
 // CreateSandboxParams describes a new sandbox.
 type CreateSandboxParams struct {
@@ -149,4 +151,15 @@ func (s *Sandbox) Processes(ctx context.Context) ([]Process, error) {
 		return nil, err
 	}
 	return out.Processes, nil
+}
+
+// Hibernate saves the sandbox whole (memory, processes, disk) and frees its
+// memory and CPU on the host. Its TTL keeps counting; any use wakes it.
+func (s *Sandbox) Hibernate(ctx context.Context) error {
+	return s.c.do(ctx, request{method: "POST", path: sandboxPath(s.ID) + "/hibernate"}, s)
+}
+
+// Wake brings a hibernated sandbox back exactly as it was.
+func (s *Sandbox) Wake(ctx context.Context) error {
+	return s.c.do(ctx, request{method: "POST", path: sandboxPath(s.ID) + "/wake"}, s)
 }

@@ -146,3 +146,25 @@ func (e *Engine) SetTTL(ctx context.Context, id string, ttl time.Duration) (pand
 	sb.ExpiresAt = time.Now().UTC().Truncate(time.Millisecond).Add(ttl)
 	return sb, e.Store.PutSandbox(ctx, sb)
 }
+
+// Hibernate flips the state (the fake has no VM to save).
+func (e *Engine) Hibernate(ctx context.Context, id string) (pandastack.Sandbox, error) {
+	return e.setState(ctx, id, pandastack.StateHibernated)
+}
+
+// Wake flips the state back.
+func (e *Engine) Wake(ctx context.Context, id string) (pandastack.Sandbox, error) {
+	return e.setState(ctx, id, pandastack.StateRunning)
+}
+
+func (e *Engine) setState(ctx context.Context, id string, st pandastack.SandboxState) (pandastack.Sandbox, error) {
+	sb, err := e.Store.GetSandbox(ctx, id)
+	if err != nil {
+		return sb, err
+	}
+	if !sb.State.Live() {
+		return sb, pandastack.Errorf(pandastack.EGone, "sandbox %s is %s", id, sb.State)
+	}
+	sb.State = st
+	return sb, e.Store.PutSandbox(ctx, sb)
+}

@@ -95,8 +95,8 @@ func (s *Store) ListSandboxes(ctx context.Context, f pandastack.SandboxFilter) (
 		args = append(args, f.Host)
 	}
 	if f.LiveOnly {
-		q.WriteString(` AND state IN (?, ?)`)
-		args = append(args, string(pandastack.StateStarting), string(pandastack.StateRunning))
+		q.WriteString(` AND state IN (?, ?, ?)`)
+		args = append(args, string(pandastack.StateStarting), string(pandastack.StateRunning), string(pandastack.StateHibernated))
 	}
 	// json_each rather than json_extract: keys are user data and may contain
 	// characters ('.', '"', '[') that a JSON path would interpret.
@@ -131,12 +131,12 @@ func (s *Store) ListSandboxes(ctx context.Context, f pandastack.SandboxFilter) (
 	return out, nil
 }
 
-// CountLiveSandboxes counts the team's sandboxes that are starting or running.
+// CountLiveSandboxes counts the team's sandboxes that have not ended.
 func (s *Store) CountLiveSandboxes(ctx context.Context, teamID string) (int, error) {
 	var n int
 	err := s.r.QueryRowContext(ctx,
-		`SELECT count(*) FROM sandboxes WHERE team_id = ? AND state IN (?, ?)`,
-		teamID, string(pandastack.StateStarting), string(pandastack.StateRunning)).Scan(&n)
+		`SELECT count(*) FROM sandboxes WHERE team_id = ? AND state IN (?, ?, ?)`,
+		teamID, string(pandastack.StateStarting), string(pandastack.StateRunning), string(pandastack.StateHibernated)).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("count live sandboxes of team %s: %w", teamID, err)
 	}

@@ -198,18 +198,27 @@ func (d *Driver) prepare(ctx context.Context, snap vmm.Snapshot) (*vm, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("create disk overlay: %v: %s", err, strings.TrimSpace(string(out)))
 	}
+	v, err := d.prepareAt(ctx, id, snap, disk)
+	if err != nil {
+		os.RemoveAll(dir)
+	}
+	return v, err
+}
+
+// prepareAt starts QEMU for VM id on disk (inside its directory), waiting
+// for snap's state.
+func (d *Driver) prepareAt(ctx context.Context, id string, snap vmm.Snapshot, disk string) (*vm, error) {
 	uid := d.peekUID()
 	if uid > 0 {
 		_ = os.Chown(disk, uid, uid)
 	}
-	args := buildArgs(argSpec{dir: dir, accel: d.cfg.Accel, m: snap.Machine, memFile: snap.MemFile,
+	args := buildArgs(argSpec{dir: filepath.Join(d.cfg.Dir, id), accel: d.cfg.Accel, m: snap.Machine, memFile: snap.MemFile,
 		disk: disk, diskFormat: "qcow2", incoming: true, romOff: d.romOff})
 	v, err := d.start(ctx, id, args, snap.Key)
 	if err != nil {
-		os.RemoveAll(dir)
 		return nil, err
 	}
-	if v.uid != uid && uid > 0 {
+	if v.uid != uid && v.uid > 0 {
 		_ = os.Chown(disk, v.uid, v.uid)
 	}
 	fail := func(err error) (*vm, error) {
@@ -246,25 +255,30 @@ func (d *Driver) Restore(ctx context.Context, snap vmm.Snapshot) (vmm.VM, error)
 			return nil, fmt.Errorf("prepare qemu: %w", err)
 		}
 	}
-	// Drop events left from preparing, then load the state and resume: the
-	// snapshot was saved from a stopped VM, so QEMU stays paused after the
-	// load until told to continue.
-	for len(v.q.events) > 0 {
+	if err := d.load(ctx, v); err != nil {
+		v.Kill(context.Background())
+		return nil, err
+	}
+	return v, nil
+}
+
+// load streams the passed state into a prepared VM and resumes it: the
+// state was saved from a stopped VM, so QEMU stays paused after the load
+// until told to continue.
+func (d *Driver) load(ctx context.Context, v *vm) error {
+	for len(v.q.events) > 0 { // left from preparing
 		<-v.q.events
 	}
 	if err := v.q.run(ctx, "migrate-incoming", map[string]any{"uri": "fd:state"}, nil); err != nil {
-		v.Kill(context.Background())
-		return nil, fmt.Errorf("load state: %w", err)
+		return fmt.Errorf("load state: %w", err)
 	}
 	t0 := time.Now()
 	if err := v.waitIncoming(ctx); err != nil {
-		v.Kill(context.Background())
-		return nil, fmt.Errorf("load state: %w: %s", err, v.logTail())
+		return fmt.Errorf("load state: %w: %s", err, v.logTail())
 	}
 	t1 := time.Now()
 	if err := v.q.run(ctx, "cont", nil, nil); err != nil {
-		v.Kill(context.Background())
-		return nil, fmt.Errorf("resume: %w", err)
+		return fmt.Errorf("resume: %w", err)
 	}
 	d.log.Debug("restored", "vm", v.id, "load_ms", t1.Sub(t0).Seconds()*1000, "cont_ms", time.Since(t1).Seconds()*1000)
 	v.mu.Lock()
@@ -273,8 +287,10 @@ func (d *Driver) Restore(ctx context.Context, snap vmm.Snapshot) (vmm.VM, error)
 		v.stateFile = nil
 	}
 	v.mu.Unlock()
-	return v, nil
+	return nil
 }
+
+func syscallKill(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }
 
 // Recover re-attaches to a VM whose process outlived an earlier server.
 func (d *Driver) Recover(ctx context.Context, id string) (vmm.VM, error) {

@@ -238,8 +238,8 @@ class Sandbox:
 
     @property
     def live(self) -> bool:
-        """Whether the sandbox was running when last fetched."""
-        return self.state in ("starting", "running")
+        """Whether the sandbox had not ended when last fetched (hibernated counts)."""
+        return self.state in ("starting", "running", "hibernated")
 
     def __repr__(self) -> str:
         return f"Sandbox(id={self.id!r}, template={self.template!r}, state={self.state!r}, accel={self.accel!r})"

@@ -213,10 +213,17 @@ class E2E(unittest.TestCase):
         sbx = self.sandbox()
         with self.assertRaises(NotFoundError):  # another team's sandbox looks missing
             team.sandboxes.get(sbx.id)
-        for op in (sbx.snapshot, sbx.fork, sbx.hibernate, sbx.wake):
+        for op in (sbx.snapshot, sbx.fork):  # not served yet
             with self.subTest(op=op.__name__):
                 with self.assertRaises((NotFoundError, MethodNotAllowedError)):
                     op()
+        sbx.filesystem.write("/tmp/in-memory.txt", "kept")
+        self.assertEqual(sbx.hibernate().state, "hibernated")
+        self.assertEqual(sbx.exec("cat /tmp/in-memory.txt").stdout, "kept")  # wakes it
+        sbx.refresh()
+        self.assertEqual(sbx.state, "running")
+        sbx.hibernate()
+        self.assertEqual(sbx.wake().state, "running")
         sbx.kill()
         sbx.kill()  # idempotent
         with self.assertRaises(GoneError) as cm:

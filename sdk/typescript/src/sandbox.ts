@@ -159,9 +159,10 @@ export class Sandbox {
   get endReason(): string | undefined {
     return this.#info.endReason;
   }
-  /** Whether the sandbox was live (starting or running) when last fetched. */
+  /** Whether the sandbox had not ended (starting, running or hibernated) when last fetched. */
   get isLive(): boolean {
-    return this.#info.state === "starting" || this.#info.state === "running";
+    const s = this.#info.state;
+    return s === "starting" || s === "running" || s === "hibernated";
   }
   /** All fields as a plain object. */
   get info(): SandboxInfo {
@@ -295,18 +296,17 @@ export class Sandbox {
   }
 
   /**
-   * Hibernates the sandbox (POST /v1/sandboxes/{id}/hibernate). Needs a
-   * server that serves this route; older servers answer NotFoundError /
-   * MethodNotAllowedError.
+   * Hibernates the sandbox (POST /v1/sandboxes/{id}/hibernate): its whole
+   * state is saved and its memory and CPU freed; any use wakes it. Servers
+   * older than this route answer NotFoundError / MethodNotAllowedError.
    */
   async hibernate(opts: RequestOptions = {}): Promise<this> {
     return this.#lifecycle("/hibernate", opts);
   }
 
   /**
-   * Wakes a hibernated sandbox (POST /v1/sandboxes/{id}/wake). Needs a
-   * server that serves this route; older servers answer NotFoundError /
-   * MethodNotAllowedError.
+   * Wakes a hibernated sandbox (POST /v1/sandboxes/{id}/wake). Servers older
+   * than this route answer NotFoundError / MethodNotAllowedError.
    */
   async wake(opts: RequestOptions = {}): Promise<this> {
     return this.#lifecycle("/wake", opts);

@@ -4,8 +4,8 @@
 /** "kvm": hardware isolation. "tcg": software emulation, not a security boundary. */
 export type Accel = "kvm" | "tcg";
 
-/** A sandbox's lifecycle state. "starting" and "running" are live; the rest have ended. */
-export type SandboxState = "starting" | "running" | "killed" | "expired" | "failed";
+/** A sandbox's lifecycle state. "starting", "running" and "hibernated" are live; the rest have ended. */
+export type SandboxState = "starting" | "running" | "hibernated" | "killed" | "expired" | "failed";
 
 /** The server's answer to a health check. */
 export interface Health {

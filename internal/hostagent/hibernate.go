@@ -1,0 +1,117 @@
+package hostagent
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/pandastack/pandastack"
+)
+
+// hibDir is where a hibernated sandbox's state and disk are kept.
+func (a *Agent) hibDir(id string) string { return filepath.Join(a.cfg.HibernateDir, id) }
+
+// Hibernate saves a running sandbox whole — memory, devices, disk — and ends
+// its VM. Its TTL keeps counting while it sleeps. Hibernating a hibernated
+// sandbox does nothing.
+func (a *Agent) Hibernate(ctx context.Context, id string) (pandastack.Sandbox, error) {
+	s, err := a.get(ctx, id)
+	if err != nil {
+		return pandastack.Sandbox{}, err
+	}
+	s.op.Lock()
+	defer s.op.Unlock()
+	s.mu.Lock()
+	if s.rec.State == pandastack.StateHibernated {
+		rec := s.rec
+		s.mu.Unlock()
+		return rec, nil
+	}
+	v, client := s.vm, s.client
+	s.mu.Unlock()
+	t0 := time.Now()
+	if err := client.Sync(ctx); err != nil {
+		return pandastack.Sandbox{}, fmt.Errorf("hibernate %s: sync guest disks: %w", id, err)
+	}
+	s.mu.Lock()
+	s.sleeping = true // the VM's exit is expected
+	s.mu.Unlock()
+	client.Close()
+	if err := a.cfg.Driver.Hibernate(ctx, v, a.hibDir(id)); err != nil {
+		s.mu.Lock()
+		s.sleeping = false
+		s.mu.Unlock()
+		// The VM runs on: reconnect to it.
+		if c, cerr := a.connect(ctx, v); cerr == nil {
+			s.mu.Lock()
+			s.client = c
+			s.mu.Unlock()
+		}
+		return pandastack.Sandbox{}, err
+	}
+	s.mu.Lock()
+	s.vm, s.client = nil, nil
+	s.rec.State = pandastack.StateHibernated
+	rec := s.rec
+	s.mu.Unlock()
+	if err := a.cfg.Store.PutSandbox(context.WithoutCancel(ctx), rec); err != nil {
+		return rec, fmt.Errorf("record hibernation: %w", err)
+	}
+	a.log.Info("sandbox hibernated", "sandbox", id, "ms", ms(time.Since(t0)))
+	return rec, nil
+}
+
+// Wake brings a hibernated sandbox back exactly as it was. Waking a running
+// sandbox does nothing.
+func (a *Agent) Wake(ctx context.Context, id string) (pandastack.Sandbox, error) {
+	s, err := a.get(ctx, id)
+	if err != nil {
+		return pandastack.Sandbox{}, err
+	}
+	if err := a.wake(ctx, s); err != nil {
+		return pandastack.Sandbox{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rec, nil
+}
+
+func (a *Agent) wake(ctx context.Context, s *sandbox) error {
+	s.op.Lock()
+	defer s.op.Unlock()
+	s.mu.Lock()
+	if s.rec.State != pandastack.StateHibernated {
+		s.mu.Unlock()
+		return nil
+	}
+	id, tpl := s.rec.ID, s.rec.Template
+	s.mu.Unlock()
+	t0 := time.Now()
+	snap, _, err := a.cfg.Templates.Snapshot(ctx, tpl)
+	if err != nil {
+		return fmt.Errorf("wake %s: %w", id, err)
+	}
+	v, err := a.cfg.Driver.WakeVM(ctx, id, a.hibDir(id), snap)
+	if err != nil {
+		return &pandastack.Error{Code: pandastack.EUnavailable, Message: "the sandbox could not be woken", Err: err}
+	}
+	client, err := a.connect(ctx, v)
+	if err != nil {
+		v.Kill(context.Background())
+		return &pandastack.Error{Code: pandastack.EUnavailable, Message: "the woken sandbox did not answer", Err: err}
+	}
+	_ = os.RemoveAll(a.hibDir(id))
+	s.mu.Lock()
+	s.vm, s.client, s.sleeping = v, client, false
+	s.rec.State = pandastack.StateRunning
+	rec := s.rec
+	s.mu.Unlock()
+	go a.watch(s)
+	if err := a.cfg.Store.PutSandbox(context.WithoutCancel(ctx), rec); err != nil {
+		return fmt.Errorf("record wake: %w", err)
+	}
+	a.log.Info("sandbox woken", "sandbox", id, "ms", ms(time.Since(t0)))
+	return nil
+}
