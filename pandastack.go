@@ -229,6 +229,9 @@ type Engine interface {
 	// and CPU; Wake (or any use through Guest) brings it back exactly.
 	Hibernate(ctx context.Context, id string) (Sandbox, error)
 	Wake(ctx context.Context, id string) (Sandbox, error)
+	// Fork makes count copy-on-write children of a running sandbox, each
+	// starting from its exact state; the parent keeps running.
+	Fork(ctx context.Context, id string, count int) ([]Sandbox, error)
 }
 
 // TemplateBuilder builds (or finds in its cache) and bakes a named template,

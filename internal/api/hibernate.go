@@ -2,6 +2,8 @@ package api
 
 import (
 	"net/http"
+
+	"github.com/pandastack/pandastack"
 )
 
 // hibernate saves the sandbox whole and frees its memory and CPU.
@@ -29,5 +31,45 @@ func (s *Server) wake(w http.ResponseWriter, r *http.Request) error {
 		return wrap(err, "wake sandbox")
 	}
 	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+type forkRequest struct {
+	Count *int `json:"count"`
+}
+
+type forkList struct {
+	Sandboxes []pandastack.Sandbox `json:"sandboxes"`
+}
+
+// fork makes copy-on-write children of a running sandbox. Without count the
+// answer is the one child; with count, {"sandboxes": [...]}.
+func (s *Server) fork(w http.ResponseWriter, r *http.Request) error {
+	var req forkRequest
+	if r.ContentLength != 0 {
+		if err := decodeJSON(w, r, &req); err != nil {
+			return err
+		}
+	}
+	n := 1
+	if req.Count != nil {
+		n = *req.Count
+		if n < 1 || n > 10 {
+			return invalid("count must be between 1 and 10, not %d", n)
+		}
+	}
+	sb, err := s.liveSandbox(r)
+	if err != nil {
+		return err
+	}
+	kids, err := s.cfg.Engine.Fork(r.Context(), sb.ID, n)
+	if err != nil {
+		return wrap(err, "fork sandbox")
+	}
+	if req.Count == nil {
+		writeJSON(w, http.StatusCreated, kids[0])
+		return nil
+	}
+	writeJSON(w, http.StatusCreated, forkList{Sandboxes: kids})
 	return nil
 }

@@ -51,6 +51,7 @@ var routeTable = []route{
 	{"PUT", "/v1/sandboxes/{id}/ttl", team, (*Server).setTTL},
 	{"POST", "/v1/sandboxes/{id}/hibernate", team, (*Server).hibernate},
 	{"POST", "/v1/sandboxes/{id}/wake", team, (*Server).wake},
+	{"POST", "/v1/sandboxes/{id}/fork", team, (*Server).fork},
 
 	{"POST", "/v1/sandboxes/{id}/exec", team, (*Server).exec},
 	{"POST", "/v1/sandboxes/{id}/ping", team, (*Server).ping},

@@ -36,6 +36,7 @@ type benchResult struct {
 	ProxyHTTPP50     float64 `json:"proxy_http_p50_ms"`
 	Hibernate        float64 `json:"hibernate_ms"`
 	WakeP50          float64 `json:"wake_p50_ms"`
+	ForkP50          float64 `json:"fork_p50_ms"`
 	ServerCreateNote string  `json:"note"`
 }
 
@@ -77,6 +78,7 @@ func runBench(ctx context.Context, s *streams, args []string) int {
 		{"HTTP GET through the port proxy (p50)", fmt.Sprintf("%.1f ms", res.ProxyHTTPP50)},
 		{"hibernate (p50 of 5)", fmt.Sprintf("%.0f ms", res.Hibernate)},
 		{"wake until the agent answers (p50 of 5)", fmt.Sprintf("%.0f ms", res.WakeP50)},
+		{"fork until the child answers (p50 of 5)", fmt.Sprintf("%.0f ms", res.ForkP50)},
 		{"20 parallel creates, all ready", fmt.Sprintf("%.0f ms", res.Parallel20)},
 		{"cold boot of the same template", fmt.Sprintf("%.0f ms", res.ColdBoot)},
 		{"create p50 / cold boot", fmt.Sprintf("%.3f", res.CreateColdRatio)},
@@ -190,6 +192,19 @@ func bench(ctx context.Context, c *sdk.Client, key, tpl string, n, colds int, s 
 		wake = append(wake, msOf(time.Since(t0)))
 	}
 	res.Hibernate, res.WakeP50 = pct(hib, 50), pct(wake, 50)
+
+	progress("measuring fork (until the child's agent answers)...")
+	var forks []float64
+	for i := 0; i < 5; i++ {
+		t0 := time.Now()
+		kid, err := sb.Fork(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("fork: %w", err)
+		}
+		forks = append(forks, msOf(time.Since(t0)))
+		_ = kid.Kill(ctx)
+	}
+	res.ForkP50 = pct(forks, 50)
 	_ = sb.Kill(ctx)
 
 	progress("measuring 20 parallel creates...")

@@ -85,6 +85,11 @@ func (a *Agent) Accel() pandastack.Accel { return a.cfg.Driver.Accel() }
 // Start reconciles with what survived an earlier run, then runs the TTL
 // reaper until Close.
 func (a *Agent) Start(ctx context.Context) error {
+	if a.cfg.HibernateDir != "" {
+		if err := os.MkdirAll(a.cfg.HibernateDir, 0o700); err != nil {
+			return fmt.Errorf("create hibernate dir: %w", err)
+		}
+	}
 	if err := a.reconcile(ctx); err != nil {
 		return fmt.Errorf("reconcile: %w", err)
 	}

@@ -159,7 +159,7 @@ func TestE2E(t *testing.T) {
 			{"list_files", "list_files", map[string]any{"path": "/tmp"}, false, "mcp.txt"},
 			{"binary file", "read_file", map[string]any{"path": "/bin/sh"}, false, "not valid UTF-8"},
 			{"missing file", "read_file", map[string]any{"path": "/nonexistent"}, true, "not_found"},
-			{"fork is not served yet", "fork", map[string]any{}, true, "fork failed"},
+			{"fork", "fork", map[string]any{}, false, "forked sandbox"},
 		}
 		for _, s := range steps {
 			t.Run(s.name, func(t *testing.T) {

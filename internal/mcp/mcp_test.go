@@ -530,7 +530,18 @@ func forkRoute(t *testing.T, env *apitest.Env) string {
 func TestFork(t *testing.T) {
 	t.Run("server without the route", func(t *testing.T) {
 		env := apitest.Start(t)
-		h := start(t, env, "")
+		// An older server: no fork route.
+		older := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasSuffix(r.URL.Path, "/fork") {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(404)
+				fmt.Fprintf(w, `{"error":{"code":"not_found","message":"no route for POST %s"}}`, r.URL.Path)
+				return
+			}
+			env.Server.Config.Handler.ServeHTTP(w, r)
+		}))
+		t.Cleanup(older.Close)
+		h := start(t, env, older.URL)
 		h.c.initialize(mcp.ProtocolVersion)
 		parent := match(t, idRE, h.c.mustTool("sandbox_create", nil))
 		text, isErr := h.c.callTool("fork", map[string]any{})

@@ -1,15 +1,12 @@
 package mcp
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -156,45 +153,9 @@ func (s *session) fork(ctx context.Context, use bool) (parent, child *sdk.Sandbo
 	return parent, child, err
 }
 
-// forkSandbox calls POST /v1/sandboxes/{id}/fork. The Go SDK has no method
-// for it yet, so this makes the call itself with the client's base URL and
-// key; once the SDK has one (parent.Fork), call it here instead. The answer
-// is taken to be the new sandbox, as for POST /v1/sandboxes. Errors are
-// *sdk.APIError values, like the SDK's.
+// forkSandbox makes a copy-on-write child of parent through the SDK.
 func (s *session) forkSandbox(ctx context.Context, parent *sdk.Sandbox) (*sdk.Sandbox, error) {
-	u := s.c.BaseURL() + "/v1/sandboxes/" + url.PathEscape(parent.ID) + "/fork"
-	req, err := http.NewRequestWithContext(ctx, "POST", u, strings.NewReader("{}"))
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("User-Agent", "pandastack-mcp/"+sdk.Version)
-	if s.apiKey != "" {
-		req.Header.Set("Authorization", "Bearer "+s.apiKey)
-	}
-	resp, err := s.http.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("POST /v1/sandboxes/%s/fork: %w", parent.ID, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return nil, fmt.Errorf("POST /v1/sandboxes/%s/fork: %w", parent.ID, err)
-	}
-	if resp.StatusCode/100 != 2 {
-		return nil, apiError(resp, body)
-	}
-	var out sdk.Sandbox
-	if err := json.Unmarshal(body, &out); err != nil || out.ID == "" {
-		return nil, fmt.Errorf("POST /v1/sandboxes/%s/fork: the answer is not a sandbox: %.200s", parent.ID, bytes.TrimSpace(body))
-	}
-	// A handle bound to the client (the decoded value has none).
-	child, err := s.c.GetSandbox(ctx, out.ID)
-	if err != nil {
-		return nil, fmt.Errorf("fetch forked sandbox %s: %w", out.ID, err)
-	}
-	return child, nil
+	return parent.Fork(ctx)
 }
 
 // apiError turns an error answer into an *sdk.APIError, as the SDK does.

@@ -79,6 +79,11 @@ type Driver interface {
 	// (the machine must match).
 	Hibernate(ctx context.Context, v VM, dir string) error
 	WakeVM(ctx context.Context, id, dir string, snap Snapshot) (VM, error)
+	// Checkpoint saves a running VM whole (devices, RAM, a copy of its disk)
+	// into dir and lets it run on; RestoreCheckpoint starts a new VM — a fork —
+	// from dir. snap is the template snapshot the VM came from.
+	Checkpoint(ctx context.Context, v VM, dir string) error
+	RestoreCheckpoint(ctx context.Context, dir string, snap Snapshot) (VM, error)
 	// Prewarm keeps n processes ready to restore snap, off the create path.
 	Prewarm(snap Snapshot, n int)
 	// Seal makes a new snapshot's files read-only for VMs (as far as the VMM

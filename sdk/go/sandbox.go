@@ -163,3 +163,28 @@ func (s *Sandbox) Hibernate(ctx context.Context) error {
 func (s *Sandbox) Wake(ctx context.Context) error {
 	return s.c.do(ctx, request{method: "POST", path: sandboxPath(s.ID) + "/wake"}, s)
 }
+
+// Fork makes a copy-on-write child of the running sandbox: it starts from
+// this sandbox's exact state (memory, processes, disk); this one runs on.
+func (s *Sandbox) Fork(ctx context.Context) (*Sandbox, error) {
+	kid := &Sandbox{c: s.c}
+	if err := s.c.do(ctx, request{method: "POST", path: sandboxPath(s.ID) + "/fork"}, kid); err != nil {
+		return nil, err
+	}
+	return kid, nil
+}
+
+// ForkN makes count children at once (1-10).
+func (s *Sandbox) ForkN(ctx context.Context, count int) ([]*Sandbox, error) {
+	var out struct {
+		Sandboxes []*Sandbox `json:"sandboxes"`
+	}
+	body := map[string]int{"count": count}
+	if err := s.c.do(ctx, request{method: "POST", path: sandboxPath(s.ID) + "/fork", body: body}, &out); err != nil {
+		return nil, err
+	}
+	for _, k := range out.Sandboxes {
+		k.c = s.c
+	}
+	return out.Sandboxes, nil
+}

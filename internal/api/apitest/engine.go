@@ -168,3 +168,23 @@ func (e *Engine) setState(ctx context.Context, id string, st pandastack.SandboxS
 	sb.State = st
 	return sb, e.Store.PutSandbox(ctx, sb)
 }
+
+// Fork copies the sandbox's record (the fake has no VM to fork).
+func (e *Engine) Fork(ctx context.Context, id string, count int) ([]pandastack.Sandbox, error) {
+	sb, err := e.Store.GetSandbox(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if !sb.State.Live() {
+		return nil, pandastack.Errorf(pandastack.EGone, "sandbox %s is %s", id, sb.State)
+	}
+	var out []pandastack.Sandbox
+	for i := 0; i < count; i++ {
+		kid, err := e.Create(ctx, pandastack.CreateRequest{TeamID: sb.TeamID, Template: sb.Template, TTL: time.Minute, Metadata: map[string]string{"forked_from": id}})
+		if err != nil {
+			return out, err
+		}
+		out = append(out, kid)
+	}
+	return out, nil
+}

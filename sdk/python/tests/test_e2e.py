@@ -213,10 +213,13 @@ class E2E(unittest.TestCase):
         sbx = self.sandbox()
         with self.assertRaises(NotFoundError):  # another team's sandbox looks missing
             team.sandboxes.get(sbx.id)
-        for op in (sbx.snapshot, sbx.fork):  # not served yet
-            with self.subTest(op=op.__name__):
-                with self.assertRaises((NotFoundError, MethodNotAllowedError)):
-                    op()
+        with self.assertRaises((NotFoundError, MethodNotAllowedError)):
+            sbx.snapshot()  # not served yet
+        sbx.filesystem.write("/root/before-fork.txt", "parent")
+        child = sbx.fork()
+        self.addCleanup(child.kill)
+        self.assertNotEqual(child.id, sbx.id)
+        self.assertEqual(child.filesystem.read("/root/before-fork.txt"), "parent")
         sbx.filesystem.write("/tmp/in-memory.txt", "kept")
         self.assertEqual(sbx.hibernate().state, "hibernated")
         self.assertEqual(sbx.exec("cat /tmp/in-memory.txt").stdout, "kept")  # wakes it

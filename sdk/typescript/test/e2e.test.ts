@@ -265,6 +265,8 @@ describe("against a real server", { skip }, () => {
       const branch = await sandbox.fork();
       created.push(branch);
       assert.ok(branch.id && branch.id !== sandbox.id);
+      assert.equal(branch.metadata["forked_from"], sandbox.id);
+      await branch.kill(); // it inherits the parent's metadata: keep the list test exact
     } catch (e) {
       assert.ok(e instanceof NotFoundError || e instanceof MethodNotAllowedError, String(e));
     }

@@ -1,0 +1,94 @@
+package hostagent
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"time"
+
+	"github.com/pandastack/pandastack"
+)
+
+// MaxForks bounds one fork request.
+const MaxForks = 10
+
+// Fork makes count copy-on-write children of a running sandbox: each starts
+// from the parent's exact state at the moment of the fork — memory,
+// processes, disk — and from then on is a sandbox of its own. The parent
+// keeps running. A hibernated parent is woken first.
+func (a *Agent) Fork(ctx context.Context, id string, count int) ([]pandastack.Sandbox, error) {
+	if count < 1 || count > MaxForks {
+		return nil, pandastack.Errorf(pandastack.EInvalid, "count must be between 1 and %d", MaxForks)
+	}
+	s, err := a.get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.wake(ctx, s); err != nil {
+		return nil, err
+	}
+	s.op.Lock()
+	s.mu.Lock()
+	v, client, parent := s.vm, s.client, s.rec
+	s.mu.Unlock()
+	if v == nil {
+		s.op.Unlock()
+		return nil, pandastack.Errorf(pandastack.EConflict, "sandbox %s is not running", id)
+	}
+	t0 := time.Now()
+	dir, err := os.MkdirTemp(a.cfg.HibernateDir, "fork-")
+	if err != nil {
+		s.op.Unlock()
+		return nil, fmt.Errorf("fork: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	if err := client.Sync(ctx); err != nil {
+		s.op.Unlock()
+		return nil, fmt.Errorf("fork %s: sync guest disks: %w", id, err)
+	}
+	err = a.cfg.Driver.Checkpoint(ctx, v, dir)
+	s.op.Unlock()
+	if err != nil {
+		return nil, &pandastack.Error{Code: pandastack.EUnavailable, Message: "could not save the sandbox for the fork", Err: err}
+	}
+	tSaved := time.Since(t0)
+	snap, _, err := a.cfg.Templates.Snapshot(ctx, parent.Template)
+	if err != nil {
+		return nil, fmt.Errorf("fork %s: %w", id, err)
+	}
+	var kids []pandastack.Sandbox
+	for i := 0; i < count; i++ {
+		cv, err := a.cfg.Driver.RestoreCheckpoint(ctx, dir, snap)
+		if err != nil {
+			return kids, &pandastack.Error{Code: pandastack.EUnavailable, Message: fmt.Sprintf("fork %d of %d failed", i+1, count), Err: err}
+		}
+		cc, err := a.connect(ctx, cv)
+		if err != nil {
+			cv.Kill(context.Background())
+			return kids, &pandastack.Error{Code: pandastack.EUnavailable, Message: "a forked sandbox did not answer", Err: err}
+		}
+		now := time.Now().UTC()
+		meta := maps.Clone(parent.Metadata)
+		if meta == nil {
+			meta = map[string]string{}
+		}
+		meta["forked_from"] = parent.ID
+		rec := parent
+		rec.ID, rec.State, rec.Metadata, rec.CreatedAt, rec.EndedAt, rec.EndReason = cv.ID(), pandastack.StateRunning, meta, now, nil, ""
+		rec.ExpiresAt = now.Add(parent.ExpiresAt.Sub(parent.CreatedAt))
+		if err := a.cfg.Store.PutSandbox(ctx, rec); err != nil {
+			cc.Close()
+			cv.Kill(context.Background())
+			return kids, fmt.Errorf("record fork: %w", err)
+		}
+		ks := &sandbox{rec: rec, vm: cv, client: cc}
+		a.mu.Lock()
+		a.sbx[rec.ID] = ks
+		a.mu.Unlock()
+		go a.watch(ks)
+		kids = append(kids, rec)
+	}
+	a.log.Info("sandbox forked", "sandbox", id, "children", count, "save_ms", ms(tSaved), "ms", ms(time.Since(t0)))
+	return kids, nil
+}
