@@ -24,9 +24,9 @@ const (
 	// StateHibernated: the VM's full state is on disk and it holds no memory
 	// or CPU; any use wakes it.
 	StateHibernated SandboxState = "hibernated"
-	StateKilled   SandboxState = "killed"
-	StateExpired  SandboxState = "expired"
-	StateFailed   SandboxState = "failed"
+	StateKilled     SandboxState = "killed"
+	StateExpired    SandboxState = "expired"
+	StateFailed     SandboxState = "failed"
 )
 
 // LiveStates are the states of a sandbox that has not ended.
@@ -86,6 +86,20 @@ type Template struct {
 	BuildMs   int64     `json:"build_ms"`
 }
 
+// Snapshot is a saved sandbox — memory, processes, disk — that new
+// sandboxes can be created from, any number of times.
+type Snapshot struct {
+	ID         string    `json:"id"`
+	TeamID     string    `json:"team_id"`
+	Name       string    `json:"name"`
+	SandboxID  string    `json:"sandbox_id"` // the sandbox it was taken of
+	Template   string    `json:"template"`
+	TemplateID string    `json:"template_id"`
+	Host       string    `json:"host"`
+	SizeBytes  int64     `json:"size_bytes"`
+	CreatedAt  time.Time `json:"created_at"`
+}
+
 // Team is a tenant. Keys and sandboxes belong to exactly one team.
 type Team struct {
 	ID        string    `json:"id"`
@@ -128,6 +142,13 @@ type Store interface {
 	GetSandbox(ctx context.Context, id string) (Sandbox, error)
 	ListSandboxes(ctx context.Context, f SandboxFilter) ([]Sandbox, error)
 	CountLiveSandboxes(ctx context.Context, teamID string) (int, error)
+
+	// CreateSnapshot fails with EConflict when the team has a snapshot of
+	// that name.
+	CreateSnapshot(ctx context.Context, s Snapshot) error
+	GetSnapshot(ctx context.Context, id string) (Snapshot, error)
+	ListSnapshots(ctx context.Context, teamID string) ([]Snapshot, error)
+	DeleteSnapshot(ctx context.Context, id string) error
 
 	PutTemplate(ctx context.Context, t Template) error
 	GetTemplate(ctx context.Context, name string) (Template, error)
@@ -195,6 +216,9 @@ type CreateRequest struct {
 	TTL      time.Duration
 	Metadata map[string]string
 	Env      map[string]string
+	// Snapshot, when set, is the id of a snapshot to start from instead of
+	// the template's bake.
+	Snapshot string
 }
 
 // Guest is the live connection to one sandbox's guest agent.
@@ -232,6 +256,10 @@ type Engine interface {
 	// Fork makes count copy-on-write children of a running sandbox, each
 	// starting from its exact state; the parent keeps running.
 	Fork(ctx context.Context, id string, count int) ([]Sandbox, error)
+	// Snapshot saves a running sandbox (it runs on) under a name unique in
+	// its team; DeleteSnapshot removes one.
+	Snapshot(ctx context.Context, id, name string) (Snapshot, error)
+	DeleteSnapshot(ctx context.Context, snapshotID string) error
 }
 
 // TemplateBuilder builds (or finds in its cache) and bakes a named template,

@@ -52,6 +52,10 @@ var routeTable = []route{
 	{"POST", "/v1/sandboxes/{id}/hibernate", team, (*Server).hibernate},
 	{"POST", "/v1/sandboxes/{id}/wake", team, (*Server).wake},
 	{"POST", "/v1/sandboxes/{id}/fork", team, (*Server).fork},
+	{"POST", "/v1/sandboxes/{id}/snapshot", team, (*Server).snapshot},
+	{"GET", "/v1/snapshots", team, (*Server).listSnapshots},
+	{"GET", "/v1/snapshots/{id}", team, (*Server).getSnapshot},
+	{"DELETE", "/v1/snapshots/{id}", team, (*Server).deleteSnapshot},
 
 	{"POST", "/v1/sandboxes/{id}/exec", team, (*Server).exec},
 	{"POST", "/v1/sandboxes/{id}/ping", team, (*Server).ping},

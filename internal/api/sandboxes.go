@@ -17,6 +17,7 @@ type createSandboxRequest struct {
 	TTLSeconds *int64            `json:"ttl_seconds"`
 	Metadata   map[string]string `json:"metadata"`
 	Env        map[string]string `json:"env"`
+	Snapshot   string            `json:"snapshot"`
 }
 
 type ttlRequest struct {
@@ -44,8 +45,8 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(w, r, &req); err != nil {
 		return err
 	}
-	if strings.TrimSpace(req.Template) == "" {
-		return invalid("template is required")
+	if strings.TrimSpace(req.Template) == "" && req.Snapshot == "" {
+		return invalid("template is required (or a snapshot to start from)")
 	}
 	ttl, err := s.ttl(req.TTLSeconds)
 	if err != nil {
@@ -77,6 +78,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 		TTL:      ttl,
 		Metadata: req.Metadata,
 		Env:      req.Env,
+		Snapshot: req.Snapshot,
 	})
 	if err != nil {
 		return wrap(err, "create sandbox")

@@ -41,6 +41,8 @@ type Config struct {
 	ReadyTimeout time.Duration
 	// HibernateDir keeps hibernated sandboxes' state and disks.
 	HibernateDir string
+	// SnapshotDir keeps snapshots' state and disks.
+	SnapshotDir string
 }
 
 // Agent is the host agent.
@@ -85,9 +87,12 @@ func (a *Agent) Accel() pandastack.Accel { return a.cfg.Driver.Accel() }
 // Start reconciles with what survived an earlier run, then runs the TTL
 // reaper until Close.
 func (a *Agent) Start(ctx context.Context) error {
-	if a.cfg.HibernateDir != "" {
-		if err := os.MkdirAll(a.cfg.HibernateDir, 0o700); err != nil {
-			return fmt.Errorf("create hibernate dir: %w", err)
+	for _, d := range []string{a.cfg.HibernateDir, a.cfg.SnapshotDir} {
+		if d == "" {
+			continue
+		}
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return fmt.Errorf("create %s: %w", d, err)
 		}
 	}
 	if err := a.reconcile(ctx); err != nil {
@@ -115,6 +120,9 @@ func (a *Agent) Prewarm(ctx context.Context, name string) error {
 
 // Create restores a sandbox from its template and waits for its agent.
 func (a *Agent) Create(ctx context.Context, req pandastack.CreateRequest) (pandastack.Sandbox, error) {
+	if req.Snapshot != "" {
+		return a.createFromSnapshot(ctx, req)
+	}
 	t0 := time.Now()
 	snap, tpl, err := a.cfg.Templates.Snapshot(ctx, req.Template)
 	if err != nil {
@@ -134,11 +142,32 @@ func (a *Agent) Create(ctx context.Context, req pandastack.CreateRequest) (panda
 		return pandastack.Sandbox{}, &pandastack.Error{Code: pandastack.EUnavailable, Message: "the sandbox did not become ready", Err: err}
 	}
 	tReady := time.Since(t0)
+	rec, err := a.record(ctx, v, client, req, tpl, snap.Machine.CPUs, snap.Machine.MemoryMiB)
+	if err != nil {
+		return rec, err
+	}
+	a.log.Info("sandbox created", "sandbox", rec.ID, "template", req.Template, "team", req.TeamID,
+		"restore_ms", ms(tRestored), "ready_ms", ms(tReady), "ms", ms(time.Since(t0)), "accel", a.Accel())
+	return rec, nil
+}
+
+// register connects to a restored VM's agent and records the sandbox.
+func (a *Agent) register(ctx context.Context, v vmm.VM, req pandastack.CreateRequest, tpl pandastack.Template, cpus, mem int) (pandastack.Sandbox, error) {
+	client, err := a.connect(ctx, v)
+	if err != nil {
+		v.Kill(context.Background())
+		return pandastack.Sandbox{}, &pandastack.Error{Code: pandastack.EUnavailable, Message: "the sandbox did not become ready", Err: err}
+	}
+	return a.record(ctx, v, client, req, tpl, cpus, mem)
+}
+
+// record stores a new live sandbox and starts watching its VM.
+func (a *Agent) record(ctx context.Context, v vmm.VM, client *guestconn.Client, req pandastack.CreateRequest, tpl pandastack.Template, cpus, mem int) (pandastack.Sandbox, error) {
 	now := time.Now().UTC()
 	rec := pandastack.Sandbox{
-		ID: v.ID(), TeamID: req.TeamID, Template: req.Template, TemplateID: tpl.ID, State: pandastack.StateRunning,
+		ID: v.ID(), TeamID: req.TeamID, Template: tpl.Name, TemplateID: tpl.ID, State: pandastack.StateRunning,
 		Host: a.cfg.Host, Accel: a.Accel(), Metadata: nonNil(req.Metadata), Env: req.Env,
-		CPUs: snap.Machine.CPUs, MemoryMiB: snap.Machine.MemoryMiB, CreatedAt: now, ExpiresAt: now.Add(req.TTL),
+		CPUs: cpus, MemoryMiB: mem, CreatedAt: now, ExpiresAt: now.Add(req.TTL),
 	}
 	s := &sandbox{rec: rec, vm: v, client: client}
 	if err := a.cfg.Store.PutSandbox(ctx, rec); err != nil {
@@ -150,8 +179,6 @@ func (a *Agent) Create(ctx context.Context, req pandastack.CreateRequest) (panda
 	a.sbx[rec.ID] = s
 	a.mu.Unlock()
 	go a.watch(s)
-	a.log.Info("sandbox created", "sandbox", rec.ID, "template", req.Template, "team", req.TeamID,
-		"restore_ms", ms(tRestored), "ready_ms", ms(tReady), "ms", ms(time.Since(t0)), "accel", a.Accel())
 	return rec, nil
 }
 

@@ -157,7 +157,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.builder.UseDriver(drv)
 	s.agent = hostagent.New(hostagent.Config{Store: store, Driver: drv, Templates: s.builder, Logger: log, PoolSize: cfg.PoolSize,
-		HibernateDir: filepath.Join(cfg.DataDir, "hibernated")})
+		HibernateDir: filepath.Join(cfg.DataDir, "hibernated"), SnapshotDir: filepath.Join(cfg.DataDir, "snapshots")})
 	if err := s.agent.Start(ctx); err != nil {
 		drv.Close()
 		return nil, err

@@ -41,6 +41,7 @@ type CreateSandboxParams struct {
 	TTLSeconds int
 	Metadata   map[string]string // labels, usable as ListSandboxes filters
 	Env        map[string]string // environment of every command
+	Snapshot   string            // start from this snapshot instead of the template
 }
 
 // CreateSandbox starts a sandbox from a template.
@@ -50,7 +51,8 @@ func (c *Client) CreateSandbox(ctx context.Context, p CreateSandboxParams) (*San
 		TTLSeconds int               `json:"ttl_seconds,omitempty"`
 		Metadata   map[string]string `json:"metadata,omitempty"`
 		Env        map[string]string `json:"env,omitempty"`
-	}{p.Template, p.TTLSeconds, p.Metadata, p.Env}
+		Snapshot   string            `json:"snapshot,omitempty"`
+	}{p.Template, p.TTLSeconds, p.Metadata, p.Env, p.Snapshot}
 	sb := &Sandbox{c: c}
 	if err := c.do(ctx, request{method: "POST", path: "/v1/sandboxes", body: body}, sb); err != nil {
 		return nil, err
@@ -187,4 +189,46 @@ func (s *Sandbox) ForkN(ctx context.Context, count int) ([]*Sandbox, error) {
 		k.c = s.c
 	}
 	return out.Sandboxes, nil
+}
+
+// SnapshotInfo describes a saved sandbox.
+type SnapshotInfo struct {
+	ID         string    `json:"id"`
+	TeamID     string    `json:"team_id"`
+	Name       string    `json:"name"`
+	SandboxID  string    `json:"sandbox_id"`
+	Template   string    `json:"template"`
+	TemplateID string    `json:"template_id"`
+	Host       string    `json:"host"`
+	SizeBytes  int64     `json:"size_bytes"`
+	CreatedAt  time.Time `json:"created_at"`
+}
+
+// Snapshot saves the running sandbox whole (memory, processes, disk) under
+// name (empty: the id is the name); it runs on. Start new sandboxes from it
+// with CreateSandboxParams.Snapshot.
+func (s *Sandbox) Snapshot(ctx context.Context, name string) (*SnapshotInfo, error) {
+	var body any
+	if name != "" {
+		body = map[string]string{"name": name}
+	}
+	sn := &SnapshotInfo{}
+	if err := s.c.do(ctx, request{method: "POST", path: sandboxPath(s.ID) + "/snapshot", body: body}, sn); err != nil {
+		return nil, err
+	}
+	return sn, nil
+}
+
+// ListSnapshots lists the team's snapshots, oldest first.
+func (c *Client) ListSnapshots(ctx context.Context) ([]SnapshotInfo, error) {
+	var out struct {
+		Snapshots []SnapshotInfo `json:"snapshots"`
+	}
+	err := c.do(ctx, request{method: "GET", path: "/v1/snapshots"}, &out)
+	return out.Snapshots, err
+}
+
+// DeleteSnapshot deletes a snapshot; sandboxes made from it are not affected.
+func (c *Client) DeleteSnapshot(ctx context.Context, id string) error {
+	return c.do(ctx, request{method: "DELETE", path: "/v1/snapshots/" + url.PathEscape(id)}, nil)
 }

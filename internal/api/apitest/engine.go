@@ -188,3 +188,22 @@ func (e *Engine) Fork(ctx context.Context, id string, count int) ([]pandastack.S
 	}
 	return out, nil
 }
+
+// Snapshot records a snapshot (the fake has no VM to save).
+func (e *Engine) Snapshot(ctx context.Context, id, name string) (pandastack.Snapshot, error) {
+	sb, err := e.Store.GetSandbox(ctx, id)
+	if err != nil {
+		return pandastack.Snapshot{}, err
+	}
+	if name == "" {
+		name = randomID("snap-")
+	}
+	sn := pandastack.Snapshot{ID: randomID("snap_"), TeamID: sb.TeamID, Name: name, SandboxID: id, Template: sb.Template,
+		TemplateID: sb.TemplateID, Host: "fake-host", CreatedAt: time.Now().UTC().Truncate(time.Millisecond)}
+	return sn, e.Store.CreateSnapshot(ctx, sn)
+}
+
+// DeleteSnapshot removes the record.
+func (e *Engine) DeleteSnapshot(ctx context.Context, id string) error {
+	return e.Store.DeleteSnapshot(ctx, id)
+}

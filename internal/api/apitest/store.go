@@ -20,6 +20,7 @@ type Store struct {
 	sandboxes map[string]pandastack.Sandbox  // by id
 	templates map[string]pandastack.Template // by name
 	order     map[string]int                 // sandbox id -> insertion order
+	snaps     map[string]pandastack.Snapshot // by id
 }
 
 var _ pandastack.Store = (*Store)(nil)
@@ -214,3 +215,54 @@ func (s *Store) ListTemplates(context.Context) ([]pandastack.Template, error) {
 }
 
 func (s *Store) Close() error { return nil }
+
+func (s *Store) snapshots() map[string]pandastack.Snapshot {
+	if s.snaps == nil {
+		s.snaps = map[string]pandastack.Snapshot{}
+	}
+	return s.snaps
+}
+
+func (s *Store) CreateSnapshot(_ context.Context, sn pandastack.Snapshot) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, o := range s.snapshots() {
+		if o.TeamID == sn.TeamID && o.Name == sn.Name {
+			return pandastack.Errorf(pandastack.EConflict, "a snapshot named %q already exists", sn.Name)
+		}
+	}
+	s.snapshots()[sn.ID] = sn
+	return nil
+}
+
+func (s *Store) GetSnapshot(_ context.Context, id string) (pandastack.Snapshot, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sn, ok := s.snapshots()[id]
+	if !ok {
+		return sn, pandastack.Errorf(pandastack.ENotFound, "snapshot %s not found", id)
+	}
+	return sn, nil
+}
+
+func (s *Store) ListSnapshots(_ context.Context, teamID string) ([]pandastack.Snapshot, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := []pandastack.Snapshot{}
+	for _, sn := range s.snapshots() {
+		if sn.TeamID == teamID {
+			out = append(out, sn)
+		}
+	}
+	return out, nil
+}
+
+func (s *Store) DeleteSnapshot(_ context.Context, id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.snapshots()[id]; !ok {
+		return pandastack.Errorf(pandastack.ENotFound, "snapshot %s not found", id)
+	}
+	delete(s.snapshots(), id)
+	return nil
+}

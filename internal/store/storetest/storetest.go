@@ -43,6 +43,7 @@ func Run(t *testing.T, open OpenFunc) {
 	t.Run("Sandboxes", h.sandboxes)
 	t.Run("ListSandboxes", h.listSandboxes)
 	t.Run("Templates", h.templates)
+	t.Run("Snapshots", h.snapshots)
 	t.Run("Lifecycle", h.lifecycle)
 }
 

@@ -110,9 +110,13 @@ class Sandboxes:
 
     def create(self, template: str = "base", *, ttl_seconds: Optional[int] = None,
                metadata: Optional[Dict[str, str]] = None,
-               env: Optional[Dict[str, str]] = None) -> "Sandbox":
-        """Starts a sandbox from a template (running when this returns)."""
+               env: Optional[Dict[str, str]] = None,
+               snapshot: Optional[str] = None) -> "Sandbox":
+        """Starts a sandbox from a template, or from a snapshot id (running
+        when this returns)."""
         body: Dict[str, Any] = {"template": template}
+        if snapshot:
+            body["snapshot"] = snapshot
         if ttl_seconds is not None:
             body["ttl_seconds"] = ttl_seconds
         if metadata:
@@ -210,11 +214,12 @@ class Sandbox:
     @classmethod
     def create(cls, template: str = "base", *, ttl_seconds: Optional[int] = None,
                metadata: Optional[Dict[str, str]] = None, env: Optional[Dict[str, str]] = None,
+               snapshot: Optional[str] = None,
                client: Optional[PandaStack] = None) -> "Sandbox":
         """Starts a sandbox with ``client`` (default: configured from the
-        environment, see PandaStack)."""
+        environment, see PandaStack); from a snapshot id when given."""
         return (client or default_client()).sandboxes.create(
-            template, ttl_seconds=ttl_seconds, metadata=metadata, env=env)
+            template, ttl_seconds=ttl_seconds, metadata=metadata, env=env, snapshot=snapshot)
 
     @classmethod
     def get(cls, sandbox_id: str, *, client: Optional[PandaStack] = None) -> "Sandbox":
@@ -280,8 +285,12 @@ class Sandbox:
     # without them these raise the server's answer (NotFoundError or
     # MethodNotAllowedError).
 
-    def snapshot(self) -> Dict[str, Any]:
-        """POST /v1/sandboxes/{id}/snapshot; returns the server's answer."""
+    def snapshot(self, name: Optional[str] = None) -> Dict[str, Any]:
+        """Saves the sandbox whole (memory, processes, disk); it runs on.
+        Returns the snapshot (``id``, ``name``, ...); start new sandboxes from
+        it with ``Sandbox.create(snapshot=id)``."""
+        if name:
+            return self._call("POST", "/snapshot", json_body={"name": name}) or {}
         return self._call("POST", "/snapshot") or {}
 
     def fork(self) -> "Sandbox":

@@ -213,9 +213,11 @@ class E2E(unittest.TestCase):
         sbx = self.sandbox()
         with self.assertRaises(NotFoundError):  # another team's sandbox looks missing
             team.sandboxes.get(sbx.id)
-        with self.assertRaises((NotFoundError, MethodNotAllowedError)):
-            sbx.snapshot()  # not served yet
         sbx.filesystem.write("/root/before-fork.txt", "parent")
+        snap = sbx.snapshot()
+        from_snap = Sandbox.create(snapshot=snap["id"])
+        self.addCleanup(from_snap.kill)
+        self.assertEqual(from_snap.filesystem.read("/root/before-fork.txt"), "parent")
         child = sbx.fork()
         self.addCleanup(child.kill)
         self.assertNotEqual(child.id, sbx.id)

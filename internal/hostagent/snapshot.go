@@ -1,0 +1,124 @@
+package hostagent
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/pandastack/pandastack"
+)
+
+// snapDir is where a snapshot's state and disk are kept.
+func (a *Agent) snapDir(id string) string { return filepath.Join(a.cfg.SnapshotDir, id) }
+
+// Snapshot saves a running sandbox whole — memory, processes, devices, disk —
+// under a name unique in its team; the sandbox runs on. A hibernated one is
+// woken first. The files are written to a temporary directory and renamed:
+// a snapshot that fails half way (a full disk) leaves nothing listed.
+func (a *Agent) Snapshot(ctx context.Context, id, name string) (pandastack.Snapshot, error) {
+	s, err := a.get(ctx, id)
+	if err != nil {
+		return pandastack.Snapshot{}, err
+	}
+	if err := a.wake(ctx, s); err != nil {
+		return pandastack.Snapshot{}, err
+	}
+	b := make([]byte, 10)
+	_, _ = rand.Read(b)
+	sn := pandastack.Snapshot{ID: "snap_" + hex.EncodeToString(b), Name: name, Host: a.cfg.Host, CreatedAt: time.Now().UTC()}
+	if sn.Name == "" {
+		sn.Name = sn.ID
+	}
+	s.mu.Lock()
+	sn.TeamID, sn.SandboxID, sn.Template, sn.TemplateID = s.rec.TeamID, s.rec.ID, s.rec.Template, s.rec.TemplateID
+	s.mu.Unlock()
+	// Refuse a taken name before the work.
+	if list, err := a.cfg.Store.ListSnapshots(ctx, sn.TeamID); err == nil {
+		for _, o := range list {
+			if o.Name == sn.Name {
+				return pandastack.Snapshot{}, pandastack.Errorf(pandastack.EConflict, "a snapshot named %q already exists", sn.Name)
+			}
+		}
+	}
+	tmp := a.snapDir(sn.ID) + ".tmp"
+	defer os.RemoveAll(tmp)
+	s.op.Lock()
+	s.mu.Lock()
+	v, client := s.vm, s.client
+	s.mu.Unlock()
+	if v == nil {
+		s.op.Unlock()
+		return pandastack.Snapshot{}, pandastack.Errorf(pandastack.EConflict, "sandbox %s is not running", id)
+	}
+	if err := client.Sync(ctx); err != nil {
+		s.op.Unlock()
+		return pandastack.Snapshot{}, fmt.Errorf("snapshot %s: sync guest disks: %w", id, err)
+	}
+	err = a.cfg.Driver.Checkpoint(ctx, v, tmp)
+	s.op.Unlock()
+	if err != nil {
+		return pandastack.Snapshot{}, &pandastack.Error{Code: pandastack.EUnavailable, Message: "could not save the sandbox (is the disk full?); it keeps running", Err: err}
+	}
+	sn.SizeBytes = dirSize(tmp)
+	if err := os.Rename(tmp, a.snapDir(sn.ID)); err != nil {
+		return pandastack.Snapshot{}, fmt.Errorf("snapshot %s: %w", id, err)
+	}
+	if err := a.cfg.Store.CreateSnapshot(ctx, sn); err != nil {
+		os.RemoveAll(a.snapDir(sn.ID))
+		return pandastack.Snapshot{}, err
+	}
+	a.log.Info("sandbox snapshot", "sandbox", id, "snapshot", sn.ID, "name", sn.Name, "bytes", sn.SizeBytes)
+	return sn, nil
+}
+
+// DeleteSnapshot removes a snapshot's files and record. Sandboxes created
+// from it are not affected: each has its own copy of the disk.
+func (a *Agent) DeleteSnapshot(ctx context.Context, snapshotID string) error {
+	if _, err := a.cfg.Store.GetSnapshot(ctx, snapshotID); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(a.snapDir(snapshotID)); err != nil {
+		return fmt.Errorf("delete snapshot files: %w", err)
+	}
+	return a.cfg.Store.DeleteSnapshot(ctx, snapshotID)
+}
+
+// createFromSnapshot starts a new sandbox from a snapshot.
+func (a *Agent) createFromSnapshot(ctx context.Context, req pandastack.CreateRequest) (pandastack.Sandbox, error) {
+	sn, err := a.cfg.Store.GetSnapshot(ctx, req.Snapshot)
+	if err != nil || sn.TeamID != req.TeamID {
+		return pandastack.Sandbox{}, pandastack.Errorf(pandastack.ENotFound, "snapshot %s not found", req.Snapshot)
+	}
+	snap, tpl, err := a.cfg.Templates.Snapshot(ctx, sn.Template)
+	if err != nil {
+		return pandastack.Sandbox{}, fmt.Errorf("snapshot %s: %w", sn.ID, err)
+	}
+	if tpl.ID != sn.TemplateID {
+		return pandastack.Sandbox{}, pandastack.Errorf(pandastack.EConflict,
+			"snapshot %s was taken of template %s build %s, which is no longer the current build (%s): it cannot be restored", sn.ID, sn.Template, sn.TemplateID, tpl.ID)
+	}
+	v, err := a.cfg.Driver.RestoreCheckpoint(ctx, a.snapDir(sn.ID), snap)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return pandastack.Sandbox{}, pandastack.Errorf(pandastack.ENotFound, "snapshot %s has no files on this host", sn.ID)
+		}
+		return pandastack.Sandbox{}, &pandastack.Error{Code: pandastack.EUnavailable, Message: "could not start the sandbox from the snapshot", Err: err}
+	}
+	return a.register(ctx, v, req, tpl, snap.Machine.CPUs, snap.Machine.MemoryMiB)
+}
+
+func dirSize(dir string) int64 {
+	var n int64
+	filepath.Walk(dir, func(_ string, fi os.FileInfo, err error) error {
+		if err == nil && !fi.IsDir() {
+			n += fi.Size()
+		}
+		return nil
+	})
+	return n
+}

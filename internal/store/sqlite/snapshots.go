@@ -1,0 +1,85 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/pandastack/pandastack"
+)
+
+const snapshotColumns = `id, team_id, name, sandbox_id, template, template_id, host, size_bytes, created_at`
+
+// CreateSnapshot records a snapshot; a taken name in the team is a conflict.
+func (s *Store) CreateSnapshot(ctx context.Context, sn pandastack.Snapshot) error {
+	if err := requireKey("snapshot", "id", sn.ID); err != nil {
+		return err
+	}
+	created, err := encodeTime("created_at", sn.CreatedAt)
+	if err != nil {
+		return fmt.Errorf("create snapshot %s: %w", sn.ID, err)
+	}
+	_, err = s.w.ExecContext(ctx, `INSERT INTO snapshots (`+snapshotColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		sn.ID, sn.TeamID, sn.Name, sn.SandboxID, sn.Template, sn.TemplateID, sn.Host, sn.SizeBytes, created)
+	if isUniqueViolation(err) {
+		return conflict(err, "a snapshot named %q already exists", sn.Name)
+	}
+	if err != nil {
+		return fmt.Errorf("create snapshot %s: %w", sn.ID, err)
+	}
+	return nil
+}
+
+// GetSnapshot returns a snapshot by id.
+func (s *Store) GetSnapshot(ctx context.Context, id string) (pandastack.Snapshot, error) {
+	sn, err := scanSnapshot(s.r.QueryRowContext(ctx, `SELECT `+snapshotColumns+` FROM snapshots WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return sn, notFound("snapshot %s not found", id)
+	}
+	if err != nil {
+		return sn, fmt.Errorf("get snapshot %s: %w", id, err)
+	}
+	return sn, nil
+}
+
+// ListSnapshots returns a team's snapshots, oldest first; never nil.
+func (s *Store) ListSnapshots(ctx context.Context, teamID string) ([]pandastack.Snapshot, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT `+snapshotColumns+` FROM snapshots WHERE team_id = ? ORDER BY created_at, id`, teamID)
+	if err != nil {
+		return nil, fmt.Errorf("list snapshots: %w", err)
+	}
+	defer rows.Close()
+	out := []pandastack.Snapshot{}
+	for rows.Next() {
+		sn, err := scanSnapshot(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list snapshots: %w", err)
+		}
+		out = append(out, sn)
+	}
+	return out, rows.Err()
+}
+
+// DeleteSnapshot removes a snapshot record.
+func (s *Store) DeleteSnapshot(ctx context.Context, id string) error {
+	res, err := s.w.ExecContext(ctx, `DELETE FROM snapshots WHERE id = ?`, id)
+	if err != nil {
+		return fmt.Errorf("delete snapshot %s: %w", id, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return notFound("snapshot %s not found", id)
+	}
+	return nil
+}
+
+func scanSnapshot(row rowScanner) (pandastack.Snapshot, error) {
+	var sn pandastack.Snapshot
+	var created string
+	if err := row.Scan(&sn.ID, &sn.TeamID, &sn.Name, &sn.SandboxID, &sn.Template, &sn.TemplateID, &sn.Host, &sn.SizeBytes, &created); err != nil {
+		return sn, err
+	}
+	var err error
+	sn.CreatedAt, err = decodeTime("snapshot "+sn.ID+" created_at", created)
+	return sn, err
+}
