@@ -31,11 +31,22 @@ var Catalog = map[string]Def{
 	"base": {
 		Name: "base",
 		Rootfs: guestimage.RootfsSpec{Suite: "trixie", Mirror: DebianMirror, Packages: []string{
-			"python3", "python3-pip", "python3-venv", "nodejs", "npm", "git", "curl", "ca-certificates",
+			"python3", "python-is-python3", "python3-pip", "python3-venv", "nodejs", "npm", "git", "curl", "ca-certificates",
 			"build-essential", "procps", "iproute2", "less", "nano", "unzip", "xz-utils",
 		}},
 		CPUs: 1, MemoryMiB: 512,
 		Warm: "python3 -c 'import json, os, sys' && node -e 0 && sh -c true",
+	},
+	// code-interpreter adds Python's scientific stack from Debian. (The
+	// run_code API with a live interpreter is still to come.)
+	"code-interpreter": {
+		Name: "code-interpreter",
+		Rootfs: guestimage.RootfsSpec{Suite: "trixie", Mirror: DebianMirror, Packages: []string{
+			"python3", "python-is-python3", "python3-pip", "python3-venv", "python3-numpy", "python3-pandas", "python3-matplotlib",
+			"python3-scipy", "nodejs", "npm", "git", "curl", "ca-certificates", "procps", "iproute2",
+		}},
+		CPUs: 1, MemoryMiB: 1024,
+		Warm: "python3 -c 'import numpy, pandas, matplotlib; matplotlib.use(\"Agg\"); import matplotlib.pyplot' && node -e 0",
 	},
 	// minimal is the smallest useful guest: a shell and python3. Tests and
 	// quick experiments use it; it builds in about a minute.

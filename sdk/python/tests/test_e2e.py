@@ -100,6 +100,30 @@ class E2E(unittest.TestCase):
         self.assertNotIn(sbx.id, [s.id for s in client.sandboxes.list()])
         self.assertIn(sbx.id, [s.id for s in client.sandboxes.list(all=True)])
 
+    def test_architecture_examples(self):
+        """The product's documented Python example, line for line."""
+        out = io.StringIO()
+
+        def print(*a, **kw):  # noqa: A001 - the example's print, captured
+            kw.setdefault("file", out)
+            builtins.print(*a, **kw)
+
+        sbx = Sandbox.create(template="code-interpreter", ttl_seconds=300, metadata={"task": "x"})
+        self.addCleanup(sbx.kill)
+        r = sbx.exec("python -c 'print(2 ** 10)'", timeout_seconds=30); print(r.stdout, r.exit_code)
+        sbx.filesystem.write("/work/out.txt", "hello"); sbx.filesystem.read("/work/out.txt")
+        branch = sbx.fork(); sbx.snapshot(); sbx.hibernate(); sbx.wake()
+        self.addCleanup(branch.kill)
+        client = PandaStack(token=os.environ["PANDASTACK_API_KEY"])   # base URL configurable
+        sandbox = client.sandboxes.create(template="code-interpreter", ttl_seconds=600)
+        self.addCleanup(sandbox.kill)
+
+        self.assertEqual(out.getvalue(), "1024\n 0\n")
+        self.assertEqual(branch.filesystem.read("/work/out.txt"), "hello")
+        self.assertEqual(sbx.state, "running")
+        r = sandbox.exec("python -c 'import numpy, pandas; print(numpy.arange(4).sum())'", timeout_seconds=120)
+        self.assertEqual((r.stdout, r.exit_code), ("6\n", 0), r.stderr)
+
     def test_streaming_is_live(self):
         sbx = self.sandbox()
         t0, arrivals = time.monotonic(), []

@@ -48,6 +48,18 @@ describe("against a real server", { skip }, () => {
   let sandbox: Sandbox;
   let client: PandaStack;
 
+  test("the product's documented TypeScript example, line for line", { timeout: 120_000 }, async () => {
+    const client = new PandaStack({ apiKey: process.env.PANDASTACK_API_KEY });
+    const sandbox = await client.sandboxes.create({ template: "code-interpreter", ttlSeconds: 600 });
+    created.push(sandbox);
+    const result = await sandbox.exec("python -c 'print(2 ** 10)'", { timeoutSeconds: 30 });
+    await sandbox.filesystem.write("/tmp/notes.txt", "hi"); const branch = await sandbox.fork();
+    created.push(branch);
+    assert.equal(result.stdout, "1024\n");
+    assert.equal(await branch.filesystem.read("/tmp/notes.txt"), "hi");
+    await branch.kill();
+  });
+
   test("the README example, verbatim", { timeout: 90_000 }, async () => {
     client = new PandaStack({ apiKey: process.env.PANDASTACK_API_KEY });
     sandbox = await client.sandboxes.create({ template: "base", ttlSeconds: 600, metadata: { task: "x" }, env: { A: "1" } });
