@@ -9,6 +9,33 @@ import (
 	sdk "github.com/pandastack/pandastack/sdk/go"
 )
 
+// memProcess is a background process that keeps a random value only in
+// its memory (and in tmpfs at /tmp/v) and prints it on SIGUSR1.
+const memProcess = `python3 -c "
+import os, signal, time
+v = os.urandom(8).hex()
+open('/tmp/v', 'w').write(v)
+signal.signal(signal.SIGUSR1, lambda *a: print(v, flush=True))
+while True: time.sleep(0.05)
+"`
+
+// startMemProcess starts memProcess in sb and returns its pid and value.
+func startMemProcess(t *testing.T, sb *sdk.Sandbox) (int, string) {
+	t.Helper()
+	ctx := context.Background()
+	pid, err := sb.StartBackground(ctx, memProcess, sdk.ExecOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v string
+	eventually(t, 20*time.Second, "the process to write its value", func() bool {
+		b, err := sb.Files().Read(ctx, "/tmp/v")
+		v = string(b)
+		return err == nil && len(v) == 16
+	})
+	return pid, v
+}
+
 // memValue asks the background process for the value it holds in memory.
 func memValue(t *testing.T, sb *sdk.Sandbox, pid int) string {
 	t.Helper()
@@ -30,22 +57,7 @@ func TestFork(t *testing.T) {
 	ctx := context.Background()
 	c := teamClient(t, "fork")
 	parent := newSandbox(t, c, sdk.CreateSandboxParams{Metadata: map[string]string{"exp": "1"}})
-	pid, err := parent.StartBackground(ctx, `python3 -c "
-import os, signal, time
-v = os.urandom(8).hex()
-open('/tmp/v', 'w').write(v)
-signal.signal(signal.SIGUSR1, lambda *a: print(v, flush=True))
-while True: time.sleep(0.05)
-"`, sdk.ExecOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var v string
-	eventually(t, 20*time.Second, "the process to write its value", func() bool {
-		b, err := parent.Files().Read(ctx, "/tmp/v")
-		v = string(b)
-		return err == nil && len(v) == 16
-	})
+	pid, v := startMemProcess(t, parent)
 	if _, err := parent.Files().Write(ctx, "/root/shared.txt", []byte("before fork")); err != nil {
 		t.Fatal(err)
 	}

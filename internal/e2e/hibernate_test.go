@@ -18,23 +18,7 @@ func TestHibernateWake(t *testing.T) {
 	if _, err := sb.Files().Write(ctx, "/root/disk.txt", []byte("on disk")); err != nil {
 		t.Fatal(err)
 	}
-	// A process that keeps a random value only in its memory and prints it on SIGUSR1.
-	pid, err := sb.StartBackground(ctx, `python3 -c "
-import os, signal, sys, time
-v = os.urandom(8).hex()
-open('/tmp/v', 'w').write(v)
-signal.signal(signal.SIGUSR1, lambda *a: (print(v, flush=True)))
-while True: time.sleep(0.05)
-"`, sdk.ExecOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var v string
-	eventually(t, 20*time.Second, "the process to write its value", func() bool {
-		b, err := sb.Files().Read(ctx, "/tmp/v")
-		v = string(b)
-		return err == nil && len(v) == 16
-	})
+	pid, v := startMemProcess(t, sb)
 
 	t0 := time.Now()
 	if err := sb.Hibernate(ctx); err != nil {
@@ -68,18 +52,8 @@ while True: time.sleep(0.05)
 		t.Fatalf("state %q after auto-wake", got.State)
 	}
 	// The process survived with its memory.
-	go func() { time.Sleep(500 * time.Millisecond); _ = sb.Signal(ctx, pid, "USR1") }()
-	var out strings.Builder
-	actx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	_, _ = sb.Attach(actx, pid, sdk.AttachOptions{OnStdout: func(b []byte) {
-		out.Write(b)
-		if strings.Contains(out.String(), "\n") {
-			cancel()
-		}
-	}})
-	if strings.TrimSpace(out.String()) != v {
-		t.Fatalf("process memory after wake: %q, want %s", out.String(), v)
+	if got := memValue(t, sb, pid); got != v {
+		t.Fatalf("process memory after wake: %q, want %s", got, v)
 	}
 
 	// Explicit hibernate and wake, twice, and kill while hibernated.

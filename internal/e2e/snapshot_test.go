@@ -12,22 +12,7 @@ func TestSnapshots(t *testing.T) {
 	ctx := context.Background()
 	c := teamClient(t, "snapshots")
 	src := newSandbox(t, c, sdk.CreateSandboxParams{})
-	pid, err := src.StartBackground(ctx, `python3 -c "
-import os, signal, time
-v = os.urandom(8).hex()
-open('/tmp/v', 'w').write(v)
-signal.signal(signal.SIGUSR1, lambda *a: print(v, flush=True))
-while True: time.sleep(0.05)
-"`, sdk.ExecOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var v string
-	eventually(t, 20*time.Second, "the process to write its value", func() bool {
-		b, err := src.Files().Read(ctx, "/tmp/v")
-		v = string(b)
-		return err == nil && len(v) == 16
-	})
+	pid, v := startMemProcess(t, src)
 	if _, err := src.Files().Write(ctx, "/root/data.txt", []byte("snapshotted")); err != nil {
 		t.Fatal(err)
 	}
