@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	sdk "github.com/pandastack/pandastack/sdk/go"
 )
@@ -58,7 +59,7 @@ func TestBadInput(t *testing.T) {
 	killedKey := key
 	deadOwn := newSandbox(t, main.client(key), sdk.CreateSandboxParams{})
 	_ = deadOwn.Kill(context.Background())
-	before := len(vmDirs(main.dataDir))
+	before := steadyVMDirs()
 
 	tests := []struct {
 		name, method, path, key, body string
@@ -95,7 +96,7 @@ func TestBadInput(t *testing.T) {
 		})
 	}
 	// None of that leaked a VM, and the sandbox still works.
-	if after := len(vmDirs(main.dataDir)); after > before {
+	if after := steadyVMDirs(); after > before {
 		t.Errorf("vm dirs grew from %d to %d", before, after)
 	}
 	if r, err := sb.Exec(context.Background(), "echo fine", sdk.ExecOptions{}); err != nil || string(r.Stdout) != "fine\n" {
@@ -137,4 +138,19 @@ func TestTenantIsolation(t *testing.T) {
 	if _, err := sa.Exec(ctx, "true", sdk.ExecOptions{}); err != nil {
 		t.Fatalf("team a's sandbox was hurt: %v", err)
 	}
+}
+
+// steadyVMDirs counts the server's VM directories once the pool has stopped
+// refilling (the count unchanged for a second).
+func steadyVMDirs() int {
+	n := len(vmDirs(main.dataDir))
+	for i := 0; i < 30; i++ {
+		time.Sleep(time.Second)
+		m := len(vmDirs(main.dataDir))
+		if m == n {
+			return n
+		}
+		n = m
+	}
+	return n
 }
