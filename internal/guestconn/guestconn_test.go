@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -281,7 +282,7 @@ func TestFiles(t *testing.T) {
 	// A broken-off upload leaves neither the file nor a temporary.
 	target := filepath.Join(dir, "partial.txt")
 	ctx2, cancel := context.WithCancel(ctx)
-	pr, pw := io_Pipe()
+	pr, pw := io.Pipe()
 	go func() {
 		pw.Write([]byte("some bytes"))
 		time.Sleep(200 * time.Millisecond)

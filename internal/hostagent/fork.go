@@ -21,36 +21,15 @@ func (a *Agent) Fork(ctx context.Context, id string, count int) ([]pandastack.Sa
 	if count < 1 || count > MaxForks {
 		return nil, pandastack.Errorf(pandastack.EInvalid, "count must be between 1 and %d", MaxForks)
 	}
-	s, err := a.get(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	if err := a.wake(ctx, s); err != nil {
-		return nil, err
-	}
-	s.op.Lock()
-	s.mu.Lock()
-	v, client, parent := s.vm, s.client, s.rec
-	s.mu.Unlock()
-	if v == nil {
-		s.op.Unlock()
-		return nil, pandastack.Errorf(pandastack.EConflict, "sandbox %s is not running", id)
-	}
 	t0 := time.Now()
 	dir, err := os.MkdirTemp(a.cfg.HibernateDir, "fork-")
 	if err != nil {
-		s.op.Unlock()
 		return nil, fmt.Errorf("fork: %w", err)
 	}
 	defer os.RemoveAll(dir)
-	if err := client.Sync(ctx); err != nil {
-		s.op.Unlock()
-		return nil, fmt.Errorf("fork %s: sync guest disks: %w", id, err)
-	}
-	err = a.cfg.Driver.Checkpoint(ctx, v, dir)
-	s.op.Unlock()
+	parent, err := a.checkpoint(ctx, id, dir, "could not save the sandbox for the fork")
 	if err != nil {
-		return nil, &pandastack.Error{Code: pandastack.EUnavailable, Message: "could not save the sandbox for the fork", Err: err}
+		return nil, err
 	}
 	tSaved := time.Since(t0)
 	snap, _, err := a.cfg.Templates.Snapshot(ctx, parent.Template)
@@ -91,4 +70,32 @@ func (a *Agent) Fork(ctx context.Context, id string, count int) ([]pandastack.Sa
 	}
 	a.log.Info("sandbox forked", "sandbox", id, "children", count, "save_ms", ms(tSaved), "ms", ms(time.Since(t0)))
 	return kids, nil
+}
+
+// checkpoint saves a live sandbox whole into dir (waking it first if it
+// sleeps); the sandbox runs on. It returns the sandbox's record as saved.
+// failMsg is what a user is told when the VMM cannot save it.
+func (a *Agent) checkpoint(ctx context.Context, id, dir, failMsg string) (pandastack.Sandbox, error) {
+	s, err := a.get(ctx, id)
+	if err != nil {
+		return pandastack.Sandbox{}, err
+	}
+	if err := a.wake(ctx, s); err != nil {
+		return pandastack.Sandbox{}, err
+	}
+	s.op.Lock()
+	defer s.op.Unlock()
+	s.mu.Lock()
+	v, client, rec := s.vm, s.client, s.rec
+	s.mu.Unlock()
+	if v == nil {
+		return rec, pandastack.Errorf(pandastack.EConflict, "sandbox %s is not running", id)
+	}
+	if err := client.Sync(ctx); err != nil {
+		return rec, fmt.Errorf("save %s: sync guest disks: %w", id, err)
+	}
+	if err := a.cfg.Driver.Checkpoint(ctx, v, dir); err != nil {
+		return rec, &pandastack.Error{Code: pandastack.EUnavailable, Message: failMsg, Err: err}
+	}
+	return rec, nil
 }

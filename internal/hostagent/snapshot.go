@@ -21,11 +21,8 @@ func (a *Agent) snapDir(id string) string { return filepath.Join(a.cfg.SnapshotD
 // woken first. The files are written to a temporary directory and renamed:
 // a snapshot that fails half way (a full disk) leaves nothing listed.
 func (a *Agent) Snapshot(ctx context.Context, id, name string) (pandastack.Snapshot, error) {
-	s, err := a.get(ctx, id)
+	src, err := a.get(ctx, id)
 	if err != nil {
-		return pandastack.Snapshot{}, err
-	}
-	if err := a.wake(ctx, s); err != nil {
 		return pandastack.Snapshot{}, err
 	}
 	b := make([]byte, 10)
@@ -34,9 +31,9 @@ func (a *Agent) Snapshot(ctx context.Context, id, name string) (pandastack.Snaps
 	if sn.Name == "" {
 		sn.Name = sn.ID
 	}
-	s.mu.Lock()
-	sn.TeamID, sn.SandboxID, sn.Template, sn.TemplateID = s.rec.TeamID, s.rec.ID, s.rec.Template, s.rec.TemplateID
-	s.mu.Unlock()
+	src.mu.Lock()
+	sn.TeamID = src.rec.TeamID
+	src.mu.Unlock()
 	// Refuse a taken name before the work.
 	if list, err := a.cfg.Store.ListSnapshots(ctx, sn.TeamID); err == nil {
 		for _, o := range list {
@@ -47,23 +44,11 @@ func (a *Agent) Snapshot(ctx context.Context, id, name string) (pandastack.Snaps
 	}
 	tmp := a.snapDir(sn.ID) + ".tmp"
 	defer os.RemoveAll(tmp)
-	s.op.Lock()
-	s.mu.Lock()
-	v, client := s.vm, s.client
-	s.mu.Unlock()
-	if v == nil {
-		s.op.Unlock()
-		return pandastack.Snapshot{}, pandastack.Errorf(pandastack.EConflict, "sandbox %s is not running", id)
-	}
-	if err := client.Sync(ctx); err != nil {
-		s.op.Unlock()
-		return pandastack.Snapshot{}, fmt.Errorf("snapshot %s: sync guest disks: %w", id, err)
-	}
-	err = a.cfg.Driver.Checkpoint(ctx, v, tmp)
-	s.op.Unlock()
+	rec, err := a.checkpoint(ctx, id, tmp, "could not save the sandbox (is the disk full?); it keeps running")
 	if err != nil {
-		return pandastack.Snapshot{}, &pandastack.Error{Code: pandastack.EUnavailable, Message: "could not save the sandbox (is the disk full?); it keeps running", Err: err}
+		return pandastack.Snapshot{}, err
 	}
+	sn.SandboxID, sn.Template, sn.TemplateID = rec.ID, rec.Template, rec.TemplateID
 	sn.SizeBytes = dirSize(tmp)
 	if err := os.Rename(tmp, a.snapDir(sn.ID)); err != nil {
 		return pandastack.Snapshot{}, fmt.Errorf("snapshot %s: %w", id, err)

@@ -292,22 +292,9 @@ func (b *Builder) bake(ctx context.Context, def Def, m vmm.Machine, img, dir, id
 		case <-bootCtx.Done():
 		}
 	}()
-	var cl *guestconn.Client
-	for {
-		c, err := guestconn.Dial(bootCtx, v.AgentSocket())
-		if err == nil {
-			hctx, hcancel := context.WithTimeout(bootCtx, 2*time.Minute)
-			cl, _, err = c.Handshake(hctx)
-			hcancel()
-			if err == nil {
-				break
-			}
-			c.Close()
-		}
-		if bootCtx.Err() != nil {
-			return rec, fmt.Errorf("wait for guest agent: %w; console: %s", err, tail(filepath.Join(v.Dir(), "serial.log")))
-		}
-		time.Sleep(20 * time.Millisecond)
+	cl, err := waitAgent(bootCtx, v)
+	if err != nil {
+		return rec, err
 	}
 	rec.ColdBoot = float64(time.Since(t0).Microseconds()) / 1000
 	fmt.Fprintf(progress, "guest agent answered after %.0f ms (cold boot, %s)\n", rec.ColdBoot, b.cfg.Driver.Accel())
@@ -389,4 +376,27 @@ func jsonField(b []byte, key string) string {
 	}
 	s, _ := m[key].(string)
 	return s
+}
+
+// waitAgent connects to a cold-booting VM's guest agent, retrying until it
+// answers, the VM exits or ctx ends.
+func waitAgent(ctx context.Context, v vmm.VM) (*guestconn.Client, error) {
+	for {
+		c, err := guestconn.Dial(ctx, v.AgentSocket())
+		if err == nil {
+			var cl *guestconn.Client
+			if cl, _, err = c.Handshake(ctx); err == nil {
+				return cl, nil
+			}
+			c.Close()
+		}
+		console := tail(filepath.Join(v.Dir(), "serial.log"))
+		select {
+		case <-v.Exited():
+			return nil, fmt.Errorf("wait for guest agent: the VM exited; console: %s", console)
+		case <-ctx.Done():
+			return nil, fmt.Errorf("wait for guest agent: %w (%v); console: %s", ctx.Err(), err, console)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/pandastack/pandastack/internal/guestconn"
 	"github.com/pandastack/pandastack/internal/vmm"
 )
 
@@ -51,23 +50,11 @@ func (b *Builder) ColdBoot(ctx context.Context, name string) (time.Duration, err
 	defer v.Kill(context.Background())
 	bctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	for {
-		c, err := guestconn.Dial(bctx, v.AgentSocket())
-		if err == nil {
-			cl, _, err := c.Handshake(bctx)
-			if err == nil {
-				d := time.Since(t0)
-				cl.Close()
-				return d, nil
-			}
-			c.Close()
-		}
-		select {
-		case <-v.Exited():
-			return 0, fmt.Errorf("cold boot: vm exited: %s", tail(filepath.Join(v.Dir(), "serial.log")))
-		case <-bctx.Done():
-			return 0, fmt.Errorf("cold boot: %w", bctx.Err())
-		case <-time.After(10 * time.Millisecond):
-		}
+	cl, err := waitAgent(bctx, v)
+	if err != nil {
+		return 0, fmt.Errorf("cold boot: %w", err)
 	}
+	d := time.Since(t0)
+	cl.Close()
+	return d, nil
 }
