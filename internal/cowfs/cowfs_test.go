@@ -1,0 +1,177 @@
+package cowfs_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pandastack/pandastack/internal/cowfs"
+)
+
+// open mounts a small XFS image in a temporary directory (the host's /tmp
+// is ext4, which cannot reflink), and unmounts it at the end.
+func open(t *testing.T) *cowfs.FS {
+	t.Helper()
+	if os.Getuid() != 0 {
+		t.Fatal("cowfs tests need root to mount an XFS image (CI runs as root)")
+	}
+	base := t.TempDir()
+	dir := filepath.Join(base, "cow")
+	fs, err := cowfs.Open(context.Background(), dir, cowfs.Options{Size: 1 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := cowfs.Unmount(dir); err != nil {
+			t.Error(err)
+		}
+	})
+	return fs
+}
+
+func TestOpenMountsReflinkFilesystemOnce(t *testing.T) {
+	fs := open(t)
+	if !cowfs.Supported(fs.Dir()) {
+		t.Fatal("mounted filesystem does not reflink")
+	}
+	if fs.Image() == "" {
+		t.Fatal("expected a loop-mounted image on a non-reflink host filesystem")
+	}
+	// Opening again finds it mounted and reuses it.
+	again, err := cowfs.Open(context.Background(), fs.Dir(), cowfs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Dir() != fs.Dir() {
+		t.Fatalf("reopened at %s, want %s", again.Dir(), fs.Dir())
+	}
+}
+
+func TestCloneIsIndependentCopy(t *testing.T) {
+	fs := open(t)
+	src := filepath.Join(fs.Dir(), "src")
+	want := bytes.Repeat([]byte("pandastack"), 100000)
+	if err := os.WriteFile(src, want, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(fs.Dir(), "dst")
+	if err := cowfs.Clone(dst, src, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(dst)
+	if !bytes.Equal(got, want) {
+		t.Fatal("clone differs from its source")
+	}
+	if st, _ := os.Stat(dst); st.Mode().Perm() != 0o640 {
+		t.Fatalf("mode %v, want 0640", st.Mode().Perm())
+	}
+	// Writes to the clone do not reach the source.
+	if err := os.WriteFile(dst, []byte("changed"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(src); !bytes.Equal(got, want) {
+		t.Fatal("writing the clone changed the source")
+	}
+}
+
+// A VM maps its memory file shared before anything is restored into it:
+// cloning into the mapped file must show through the existing mapping, and
+// drop what was written through it before.
+func TestCloneIntoMappedFile(t *testing.T) {
+	fs := open(t)
+	const size = 8 << 20
+	src := filepath.Join(fs.Dir(), "template.mem")
+	tpl := bytes.Repeat([]byte{0xAB}, size)
+	if err := os.WriteFile(src, tpl, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(fs.Dir(), "vm.mem")
+	f, err := os.OpenFile(dst, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Truncate(size); err != nil {
+		t.Fatal(err)
+	}
+	m, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(m)
+	m[4096] = 1
+	if err := cowfs.CloneInto(dst, src); err != nil {
+		t.Fatal(err)
+	}
+	if m[0] != 0xAB || m[4096] != 0xAB || m[size-1] != 0xAB {
+		t.Fatalf("mapping shows %x %x %x after clone, want ab", m[0], m[4096], m[size-1])
+	}
+	// Writes through the mapping land in the clone, not the template.
+	m[0] = 2
+	if err := unix.Msync(m, unix.MS_SYNC); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(src)
+	if b[0] != 0xAB {
+		t.Fatal("write through the clone's mapping reached the template")
+	}
+}
+
+func TestFree(t *testing.T) {
+	fs := open(t)
+	free, err := fs.Free()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if free <= 0 || free > 1<<30 {
+		t.Fatalf("free %d bytes on a 1 GiB filesystem", free)
+	}
+}
+
+func TestPrefetchReadsDataOnly(t *testing.T) {
+	fs := open(t)
+	p := filepath.Join(fs.Dir(), "sparse")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(256 << 20); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(bytes.Repeat([]byte{1}, 1<<20), 100<<20); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if err := cowfs.Prefetch(p); err != nil {
+		t.Fatal(err)
+	}
+	// The data is resident now; the holes were not read into the cache.
+	f, _ = os.Open(p)
+	defer f.Close()
+	m, err := unix.Mmap(int(f.Fd()), 0, 256<<20, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(m)
+	vec := make([]byte, (256<<20)/4096)
+	if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
+		t.Fatal(e)
+	}
+	resident := func(from, to int) (n int) {
+		for i := from / 4096; i < to/4096; i++ {
+			n += int(vec[i] & 1)
+		}
+		return n
+	}
+	if got := resident(100<<20, 101<<20); got != 256 {
+		t.Fatalf("%d of 256 data pages resident after prefetch", got)
+	}
+	if got := resident(0, 64<<20); got != 0 {
+		t.Fatalf("%d hole pages were read into the cache", got)
+	}
+}
