@@ -67,10 +67,18 @@ type Sandbox struct {
 	Env        map[string]string `json:"env,omitempty"`
 	CPUs       int               `json:"cpus"`
 	MemoryMiB  int               `json:"memory_mib"`
-	CreatedAt  time.Time         `json:"created_at"`
-	ExpiresAt  time.Time         `json:"expires_at"`
-	EndedAt    *time.Time        `json:"ended_at,omitempty"`
-	EndReason  string            `json:"end_reason,omitempty"`
+	DiskMiB    int               `json:"disk_mib,omitempty"`
+	// TemplateVersion is the version number of the template build it came
+	// from (0 when unknown).
+	TemplateVersion int        `json:"template_version,omitempty"`
+	CreatedAt       time.Time  `json:"created_at"`
+	ExpiresAt       time.Time  `json:"expires_at"`
+	EndedAt         *time.Time `json:"ended_at,omitempty"`
+	EndReason       string     `json:"end_reason,omitempty"`
+	// Network is the sandbox's network policy and Domain the domain its
+	// ports are served under (PORT-ID.Domain); the API fills both in.
+	Network *NetworkPolicy `json:"network,omitempty"`
+	Domain  string         `json:"domain,omitempty"`
 }
 
 // Template is a baked guest image sandboxes are created from.
@@ -84,6 +92,55 @@ type Template struct {
 	Dir       string    `json:"-"`
 	BuiltAt   time.Time `json:"built_at"`
 	BuildMs   int64     `json:"build_ms"`
+	Version   int       `json:"version,omitempty"` // 1, 2, ... per name; 0 when not versioned
+}
+
+// TemplateVersion is one build of a template, kept while anything may still
+// use it. Tags (e.g. "latest", "v2") name versions; "latest" is the newest.
+type TemplateVersion struct {
+	Name      string    `json:"name"`
+	Version   int       `json:"version"`
+	ID        string    `json:"id"` // the build's content key
+	Tags      []string  `json:"tags"`
+	CPUs      int       `json:"cpus"`
+	MemoryMiB int       `json:"memory_mib"`
+	DiskMiB   int       `json:"disk_mib"`
+	BuildID   string    `json:"build_id,omitempty"` // the build run that made it (its log)
+	BuiltAt   time.Time `json:"built_at"`
+}
+
+// TemplateBuild is one run of a template build: its status, its steps
+// (and which came from the cache), and its kept log.
+type TemplateBuild struct {
+	ID         string      `json:"id"`
+	Name       string      `json:"name"`
+	Status     string      `json:"status"` // "running", "succeeded", "failed"
+	Version    int         `json:"version,omitempty"`
+	TemplateID string      `json:"template_id,omitempty"`
+	Error      *Error      `json:"error,omitempty"`
+	Steps      []BuildStep `json:"steps"`
+	StartedAt  time.Time   `json:"started_at"`
+	EndedAt    *time.Time  `json:"ended_at,omitempty"`
+}
+
+// BuildStep is one step of a custom template build.
+type BuildStep struct {
+	Number      int     `json:"number"` // from 1
+	Line        int     `json:"line"`
+	Instruction string  `json:"instruction"`
+	Cached      bool    `json:"cached"`
+	DurationMs  float64 `json:"duration_ms"`
+}
+
+// CustomBuild asks for a template built from a spec file and a build
+// context (a directory on the server's host).
+type CustomBuild struct {
+	Name    string // template name
+	Tag     string // optional extra tag for the new version
+	Spec    []byte
+	Context string
+	// CPUs, MemoryMiB, DiskGiB override the spec's and the parent's size.
+	CPUs, MemoryMiB, DiskGiB int
 }
 
 // Snapshot is a saved sandbox — memory, processes, disk — that new
@@ -219,6 +276,12 @@ type CreateRequest struct {
 	// Snapshot, when set, is the id of a snapshot to start from instead of
 	// the template's bake.
 	Snapshot string
+	// CPUs, MemoryMiB and DiskGiB, when set, ask for that size instead of
+	// the template's: the matching variant is baked once and reused.
+	CPUs, MemoryMiB, DiskGiB int
+	// Network, when set, is the sandbox's network policy (normalized);
+	// nil allows all egress.
+	Network *NetworkPolicy
 }
 
 // Guest is the live connection to one sandbox's guest agent.

@@ -97,9 +97,14 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 func (s *Server) logError(r *http.Request, code string, err error) {
-	if code == pandastack.EInternal {
+	switch {
+	case code == pandastack.EInternal:
 		s.log.ErrorContext(r.Context(), "internal error",
 			"request_id", requestID(r), "method", r.Method, "path", r.URL.Path, "err", err.Error())
+	case StatusForCode(code) >= 500:
+		// The user sees the message; the cause is for the operator.
+		s.log.WarnContext(r.Context(), "request failed",
+			"request_id", requestID(r), "method", r.Method, "path", r.URL.Path, "code", code, "err", err.Error())
 	}
 }
 

@@ -64,13 +64,9 @@ func (s *Server) withProxy(api http.Handler) http.Handler {
 // proxy forwards one request (HTTP, streamed, or a WebSocket upgrade) to a
 // port inside the sandbox, through its guest agent.
 func (s *Server) proxy(w http.ResponseWriter, r *http.Request, port int, id string) error {
-	p, err := s.authenticate(r)
+	tok, err := s.proxyAccess(r, id, port)
 	if err != nil {
 		return err
-	}
-	sb, err := s.cfg.Store.GetSandbox(r.Context(), id)
-	if err != nil || sb.TeamID != p.key.TeamID {
-		return pandastack.Errorf(pandastack.ENotFound, "sandbox %s not found", id)
 	}
 	g, err := s.cfg.Engine.Guest(r.Context(), id)
 	if err != nil {
@@ -84,6 +80,10 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, port int, id stri
 	}
 	used := false
 	noWriteDeadline(w)
+	if tok != "" && r.URL.Query().Get(tokenParam) == "" {
+		// The page's own requests carry no token: let the browser keep it.
+		http.SetCookie(w, &http.Cookie{Name: tokenParam, Value: tok, Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode})
+	}
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme = "http"

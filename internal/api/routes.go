@@ -53,12 +53,17 @@ var routeTable = []route{
 	{"POST", "/v1/sandboxes/{id}/wake", team, (*Server).wake},
 	{"POST", "/v1/sandboxes/{id}/fork", team, (*Server).fork},
 	{"POST", "/v1/sandboxes/{id}/snapshot", team, (*Server).snapshot},
+	{"GET", "/v1/sandboxes/{id}/network", team, (*Server).getNetwork},
+	{"PUT", "/v1/sandboxes/{id}/network", team, (*Server).setNetwork},
+	{"POST", "/v1/sandboxes/{id}/ports/{port}/url", team, (*Server).portURL},
 	{"GET", "/v1/snapshots", team, (*Server).listSnapshots},
 	{"GET", "/v1/snapshots/{id}", team, (*Server).getSnapshot},
 	{"DELETE", "/v1/snapshots/{id}", team, (*Server).deleteSnapshot},
 
 	{"POST", "/v1/sandboxes/{id}/exec", team, (*Server).exec},
 	{"POST", "/v1/sandboxes/{id}/ping", team, (*Server).ping},
+	{"POST", "/v1/sandboxes/{id}/code", team, (*Server).runCode},
+	{"GET", "/v1/sandboxes/{id}/code/contexts", team, (*Server).codeContexts},
 	{"GET", "/v1/sandboxes/{id}/processes", team, (*Server).processes},
 	{"GET", "/v1/sandboxes/{id}/processes/{pid}/stream", team, (*Server).attach},
 	{"POST", "/v1/sandboxes/{id}/processes/{pid}/signal", team, (*Server).signal},
@@ -75,6 +80,10 @@ var routeTable = []route{
 	{"GET", "/v1/templates", team, (*Server).listTemplates},
 	{"POST", "/v1/templates/{name}/build", admin, (*Server).buildTemplate},
 	{"POST", "/v1/templates/{name}/coldboot", admin, (*Server).coldBoot},
+	{"GET", "/v1/templates/{name}/versions", team, (*Server).listVersions},
+	{"GET", "/v1/templates/{name}/builds", admin, (*Server).listBuilds},
+	{"GET", "/v1/templates/{name}/builds/{build}", admin, (*Server).getBuild},
+	{"GET", "/v1/templates/{name}/builds/{build}/logs", admin, (*Server).buildLogs},
 }
 
 // Route describes one served route.

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -18,6 +19,11 @@ type createSandboxRequest struct {
 	Metadata   map[string]string `json:"metadata"`
 	Env        map[string]string `json:"env"`
 	Snapshot   string            `json:"snapshot"`
+	CPUs       int               `json:"cpus"`
+	MemoryMiB  int               `json:"memory_mib"`
+	DiskGiB    int               `json:"disk_gib"`
+	// Network is the sandbox's network policy (see pandastack.NetworkPolicy).
+	Network *pandastack.NetworkPolicy `json:"network"`
 }
 
 type ttlRequest struct {
@@ -63,8 +69,18 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 	if err := checkEnv(req.Env); err != nil {
 		return err
 	}
+	if err := checkSize(req.CPUs, req.MemoryMiB, req.DiskGiB); err != nil {
+		return err
+	}
+	if req.Snapshot != "" && (req.CPUs != 0 || req.MemoryMiB != 0 || req.DiskGiB != 0) {
+		return invalid("cpus, memory_mib and disk_gib cannot be changed when starting from a snapshot")
+	}
 	if req.Metadata == nil {
 		req.Metadata = map[string]string{}
+	}
+	policy, err := s.checkNetwork(req.Network)
+	if err != nil {
+		return err
 	}
 	p := caller(r)
 	release, err := s.reserve(r, p.team.ID)
@@ -73,19 +89,23 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 	}
 	defer release()
 	sb, err := s.cfg.Engine.Create(r.Context(), pandastack.CreateRequest{
-		TeamID:   p.team.ID,
-		Template: req.Template,
-		TTL:      ttl,
-		Metadata: req.Metadata,
-		Env:      req.Env,
-		Snapshot: req.Snapshot,
+		TeamID:    p.team.ID,
+		Template:  req.Template,
+		TTL:       ttl,
+		Metadata:  req.Metadata,
+		Env:       req.Env,
+		Snapshot:  req.Snapshot,
+		CPUs:      req.CPUs,
+		MemoryMiB: req.MemoryMiB,
+		DiskGiB:   req.DiskGiB,
+		Network:   policy,
 	})
 	if err != nil {
 		return wrap(err, "create sandbox")
 	}
 	s.log.InfoContext(r.Context(), "sandbox created", "request_id", requestID(r),
 		"sandbox", sb.ID, "team", p.team.Name, "template", sb.Template)
-	writeJSON(w, http.StatusCreated, present(sb))
+	writeJSON(w, http.StatusCreated, s.present(r, sb))
 	return nil
 }
 
@@ -150,7 +170,7 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) error {
 		sbs = []pandastack.Sandbox{}
 	}
 	for i := range sbs {
-		sbs[i] = present(sbs[i])
+		sbs[i] = s.present(r, sbs[i])
 	}
 	writeJSON(w, http.StatusOK, sandboxList{Sandboxes: sbs})
 	return nil
@@ -217,7 +237,7 @@ func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, present(sb))
+	writeJSON(w, http.StatusOK, s.present(r, sb))
 	return nil
 }
 
@@ -259,14 +279,24 @@ func (s *Server) setTTL(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return wrap(err, "set TTL of sandbox "+sb.ID)
 	}
-	writeJSON(w, http.StatusOK, present(updated))
+	writeJSON(w, http.StatusOK, s.present(r, updated))
 	return nil
 }
 
-// present prepares a sandbox for the wire: metadata is always an object.
-func present(sb pandastack.Sandbox) pandastack.Sandbox {
+// present prepares a sandbox for the wire: metadata is always an object;
+// its template version, port domain and network policy are filled in.
+func (s *Server) present(r *http.Request, sb pandastack.Sandbox) pandastack.Sandbox {
 	if sb.Metadata == nil {
 		sb.Metadata = map[string]string{}
 	}
+	sb = s.presentNetwork(sb)
+	if bi, ok := s.cfg.Builder.(buildInfoer); ok && sb.TemplateID != "" && (sb.TemplateVersion == 0 || sb.DiskMiB == 0) {
+		sb.TemplateVersion, sb.DiskMiB = bi.BuildInfo(r.Context(), sb.Template, sb.TemplateID)
+	}
 	return sb
+}
+
+// buildInfoer says which version of a template a build is, and its disk size.
+type buildInfoer interface {
+	BuildInfo(ctx context.Context, name, id string) (version, diskMiB int)
 }

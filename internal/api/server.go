@@ -49,6 +49,11 @@ type Config struct {
 	// MaxBufferedOutput bounds each of stdout and stderr of a buffered
 	// (non-streaming) exec (default 16 MiB).
 	MaxBufferedOutput int64
+	// Network serves sandboxes' network policies and public ports (nil:
+	// sandbox networking is off).
+	Network Network
+	// ProxySecret signs port URLs (?ps_token=); empty: no signed URLs.
+	ProxySecret []byte
 }
 
 // Server serves the API. Create it with New.

@@ -19,10 +19,11 @@ type templateList struct {
 //	{"type":"done","template":{...}}            (last line on success)
 //	{"type":"error","error":{"code","message"}} (last line on failure)
 type buildEvent struct {
-	Type     string               `json:"type"`
-	Line     string               `json:"line,omitempty"`
-	Template *pandastack.Template `json:"template,omitempty"`
-	Error    *pandastack.Error    `json:"error,omitempty"`
+	Type     string                    `json:"type"`
+	Line     string                    `json:"line,omitempty"`
+	Template *pandastack.Template      `json:"template,omitempty"`
+	Build    *pandastack.TemplateBuild `json:"build,omitempty"` // custom builds: steps, cache hits
+	Error    *pandastack.Error         `json:"error,omitempty"`
 }
 
 func (s *Server) listTemplates(w http.ResponseWriter, r *http.Request) error {
@@ -41,6 +42,9 @@ func (s *Server) buildTemplate(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("name")
 	if err := checkName("template", name); err != nil {
 		return err
+	}
+	if isTar(r) {
+		return s.buildCustomTemplate(w, r, name)
 	}
 	if s.cfg.Builder == nil {
 		return pandastack.Errorf(pandastack.EUnavailable, "this server does not build templates")

@@ -17,7 +17,10 @@ func keysCommands() []command {
 func templateCommands() []command {
 	return []command{
 		{"ls", "list templates", runTemplateList},
-		{"build", "build a template, streaming the build log", runTemplateBuild},
+		{"build", "build a catalog template, or a custom one from a spec file (-f)", runTemplateBuild},
+		{"versions", "list a template's versions and tags", runTemplateVersions},
+		{"builds", "list a template's build runs", runTemplateBuilds},
+		{"logs", "print the kept log of a build run", runTemplateLogs},
 	}
 }
 
@@ -68,10 +71,25 @@ func runTemplateList(ctx context.Context, s *streams, args []string) int {
 }
 
 func runTemplateBuild(ctx context.Context, s *streams, args []string) int {
-	p := newParser("template build", "NAME", "Build (or rebuild) a template on the server, printing the build log as it\ncomes. Needs an admin key.").withClient(ctx)
-	pos, code, ok := p.parse(s, args, 1)
+	p := newParser("template build", "NAME | -f FILE --name NAME [CONTEXT_DIR]", "Build (or rebuild) a template on the server, printing the build log as it\n"+
+		"comes. NAME builds a catalog template. -f builds a custom template from a spec\n"+
+		"file; its build context (what COPY reads) is CONTEXT_DIR, by default the spec\n"+
+		"file's directory. Needs an admin key.").withClient(ctx)
+	file := p.fs.String("f", "", "spec `FILE` of a custom template")
+	name := p.fs.String("name", "", "custom template `NAME`")
+	tag := p.fs.String("tag", "", "also tag the new version (e.g. v2)")
+	cpus := p.fs.Int("cpus", 0, "vCPUs (overrides the spec's CPUS)")
+	mem := p.fs.Int("memory", 0, "memory in MiB (overrides the spec's MEMORY)")
+	disk := p.fs.Int("disk", 0, "root disk in GiB (overrides the spec's DISK)")
+	pos, code, ok := p.parse(s, args, -1)
 	if !ok {
 		return code
+	}
+	if *file != "" {
+		return runCustomBuild(ctx, s, p, pos, *file, *name, *tag, *cpus, *mem, *disk)
+	}
+	if len(pos) != 1 {
+		return p.usageError(s, fmt.Sprintf("want 1 argument, got %d", len(pos)))
 	}
 	t, err := p.client.client().BuildTemplate(ctx, pos[0], func(line string) { fmt.Fprintln(s.out, line) })
 	if err != nil {

@@ -7,8 +7,10 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -34,10 +36,17 @@ type benchResult struct {
 	ColdBoot         float64 `json:"cold_boot_ms"`
 	CreateColdRatio  float64 `json:"create_cold_ratio"`
 	ProxyHTTPP50     float64 `json:"proxy_http_p50_ms"`
+	ProxyRPS         float64 `json:"proxy_rps"`
 	Hibernate        float64 `json:"hibernate_ms"`
 	WakeP50          float64 `json:"wake_p50_ms"`
 	ForkP50          float64 `json:"fork_p50_ms"`
+	ForkDirty200P50  float64 `json:"fork_dirty200_p50_ms"`
 	ServerCreateNote string  `json:"note"`
+	// TemplateBuildMs is how long the build that made the template's bake
+	// took, as the builder recorded it (cold only if its cache was empty).
+	TemplateBuildMs int64 `json:"template_build_ms"`
+	// CreateOnly is set when only creates were measured (--create-only).
+	CreateOnly bool `json:"create_only,omitempty"`
 }
 
 // runBench: `pandastack bench`, latency of the sandbox lifecycle against a
@@ -48,10 +57,20 @@ func runBench(ctx context.Context, s *streams, args []string) int {
 	n := p.fs.Int("n", 50, "sequential creates to measure")
 	asJSON := p.fs.Bool("json", false, "print one JSON object")
 	cold := p.fs.Int("cold", 3, "cold boots to measure (the median is reported)")
+	custom := p.fs.Bool("custom", false, "instead: measure a custom template build from --template (cold, cached rebuilds) and a size variant (admin key)")
+	createOnly := p.fs.Bool("create-only", false, "measure only create p50/p99 (and report the template's build time)")
 	if _, code, ok := p.parse(s, args, 0); !ok {
 		return code
 	}
 	c := p.client.client()
+	if *custom {
+		res, err := benchCustom(ctx, c, *tpl, s)
+		if err != nil {
+			return fail(s, err)
+		}
+		printJSON(s.out, res)
+		return 0
+	}
 	key := p.client.apiKey
 	if key == "" {
 		key = os.Getenv("PANDASTACK_API_KEY")
@@ -59,7 +78,7 @@ func runBench(ctx context.Context, s *streams, args []string) int {
 	if key == "" {
 		key = os.Getenv("PANDASTACK_TOKEN")
 	}
-	res, err := bench(ctx, c, key, *tpl, *n, *cold, s)
+	res, err := bench(ctx, c, key, *tpl, *n, *cold, *createOnly, s)
 	if err != nil {
 		fmt.Fprintf(s.err, "error: %v\n", err)
 		return 1
@@ -70,15 +89,23 @@ func runBench(ctx context.Context, s *streams, args []string) int {
 		return 0
 	}
 	fmt.Fprintf(s.out, "template %s on %s, accelerator %s, %s\n\n", res.Template, res.Machine, strings.ToUpper(res.Accel), res.Date)
+	if res.CreateOnly {
+		fmt.Fprintf(s.out, "  %-40s %.1f / %.1f ms  (n=%d)\n", "create → ready (p50 / p99)", res.CreateP50, res.CreateP99, res.Creates)
+		fmt.Fprintf(s.out, "  %-40s %.1f s\n", "template build (as recorded)", float64(res.TemplateBuildMs)/1000)
+		return 0
+	}
 	rows := [][2]string{
 		{"create → ready (p50 / p99)", fmt.Sprintf("%.1f / %.1f ms  (n=%d)", res.CreateP50, res.CreateP99, res.Creates)},
+		{"template build (as recorded)", fmt.Sprintf("%.1f s", float64(res.TemplateBuildMs)/1000)},
 		{"create + first exec(true) (p50 / p99)", fmt.Sprintf("%.1f / %.1f ms", res.CreateExecP50, res.CreateExecP99)},
 		{"warm exec(true) (p50 / p99)", fmt.Sprintf("%.1f / %.1f ms", res.ExecP50, res.ExecP99)},
 		{"guest agent round trip (p50)", fmt.Sprintf("%.2f ms", res.AgentPingP50)},
 		{"HTTP GET through the port proxy (p50)", fmt.Sprintf("%.1f ms", res.ProxyHTTPP50)},
+		{"HTTP GETs through the port proxy (wrk)", fmt.Sprintf("%.0f requests/s", res.ProxyRPS)},
 		{"hibernate (p50 of 5)", fmt.Sprintf("%.0f ms", res.Hibernate)},
 		{"wake until the agent answers (p50 of 5)", fmt.Sprintf("%.0f ms", res.WakeP50)},
 		{"fork until the child answers (p50 of 5)", fmt.Sprintf("%.0f ms", res.ForkP50)},
+		{"fork with 200 MiB just written (p50 of 3)", fmt.Sprintf("%.0f ms", res.ForkDirty200P50)},
 		{"20 parallel creates, all ready", fmt.Sprintf("%.0f ms", res.Parallel20)},
 		{"cold boot of the same template", fmt.Sprintf("%.0f ms", res.ColdBoot)},
 		{"create p50 / cold boot", fmt.Sprintf("%.3f", res.CreateColdRatio)},
@@ -89,7 +116,7 @@ func runBench(ctx context.Context, s *streams, args []string) int {
 	return 0
 }
 
-func bench(ctx context.Context, c *sdk.Client, key, tpl string, n, colds int, s *streams) (*benchResult, error) {
+func bench(ctx context.Context, c *sdk.Client, key, tpl string, n, colds int, createOnly bool, s *streams) (*benchResult, error) {
 	h, err := c.Health(ctx)
 	if err != nil {
 		return nil, err
@@ -134,6 +161,17 @@ func bench(ctx context.Context, c *sdk.Client, key, tpl string, n, colds int, s 
 		}
 	}
 	res.CreateP50, res.CreateP99 = pct(creates, 50), pct(creates, 99)
+	if ts, err := c.Templates(ctx); err == nil {
+		for _, t := range ts {
+			if t.Name == tpl {
+				res.TemplateBuildMs = t.BuildMs
+			}
+		}
+	}
+	if createOnly {
+		res.CreateOnly = true
+		return res, nil
+	}
 
 	progress("measuring create + first exec...")
 	var ce []float64
@@ -176,6 +214,10 @@ func bench(ctx context.Context, c *sdk.Client, key, tpl string, n, colds int, s 
 	if res.ProxyHTTPP50, err = benchProxy(ctx, c, key, sb); err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
+	progress("measuring proxy throughput with wrk...")
+	if res.ProxyRPS, err = benchProxyRPS(ctx, c, key, sb); err != nil {
+		return nil, fmt.Errorf("proxy throughput: %w", err)
+	}
 
 	progress("measuring hibernate and wake...")
 	var hib, wake []float64
@@ -205,6 +247,10 @@ func bench(ctx context.Context, c *sdk.Client, key, tpl string, n, colds int, s 
 		_ = kid.Kill(ctx)
 	}
 	res.ForkP50 = pct(forks, 50)
+	progress("measuring fork with 200 MiB of freshly written memory...")
+	if res.ForkDirty200P50, err = benchForkDirty(ctx, sb, 3); err != nil {
+		return nil, fmt.Errorf("fork with dirty memory: %w", err)
+	}
 	_ = sb.Kill(ctx)
 
 	progress("measuring 20 parallel creates...")
@@ -324,4 +370,73 @@ func benchProxy(ctx context.Context, c *sdk.Client, key string, sb *sdk.Sandbox)
 		xs = append(xs, msOf(time.Since(t0)))
 	}
 	return pct(xs, 50), nil
+}
+
+// benchProxyRPS loads the sandbox's server (started by benchProxy) through
+// the port proxy with wrk for a few seconds and returns requests per second.
+func benchProxyRPS(ctx context.Context, c *sdk.Client, key string, sb *sdk.Sandbox) (float64, error) {
+	wrk, err := exec.LookPath("wrk")
+	if err != nil {
+		return 0, fmt.Errorf("wrk not found (scripts/setup installs it): %w", err)
+	}
+	out, err := exec.CommandContext(ctx, wrk, "-t1", "-c4", "-d5s", "--timeout", "10s",
+		"-H", "Host: "+sb.PortHost(8000), "-H", "Authorization: Bearer "+key, c.BaseURL()+"/ok.txt").CombinedOutput()
+	if err != nil {
+		return 0, fmt.Errorf("wrk: %v: %s", err, out)
+	}
+	return parseWrk(string(out))
+}
+
+// parseWrk reads "Requests/sec: N" from wrk's report, refusing a run with
+// errors or non-2xx answers (their rate would not be the proxy's).
+func parseWrk(out string) (float64, error) {
+	if strings.Contains(out, "Non-2xx or 3xx responses") || strings.Contains(out, "Socket errors") {
+		return 0, fmt.Errorf("wrk saw failed requests:\n%s", out)
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "Requests/sec:"); ok {
+			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		}
+	}
+	return 0, fmt.Errorf("no Requests/sec in wrk's output:\n%s", out)
+}
+
+// dirtyScript holds 200 MiB of fresh random bytes in memory, then says so.
+const dirtyScript = `python3 -c "
+import os, time
+b = bytearray(os.urandom(200 << 20))
+open('/tmp/dirty.ready', 'w').close()
+time.sleep(3600)
+"`
+
+// benchForkDirty measures forks of sb right after a process in it wrote
+// 200 MiB of new memory (a fresh process each time, so the pages are dirty
+// when the fork comes), until the child's agent answers.
+func benchForkDirty(ctx context.Context, sb *sdk.Sandbox, n int) (float64, error) {
+	var ms []float64
+	for i := 0; i < n; i++ {
+		if _, err := sb.Exec(ctx, "rm -f /tmp/dirty.ready", sdk.ExecOptions{}); err != nil {
+			return 0, err
+		}
+		pid, err := sb.StartBackground(ctx, dirtyScript, sdk.ExecOptions{})
+		if err != nil {
+			return 0, err
+		}
+		r, err := sb.Exec(ctx, "for i in $(seq 600); do [ -e /tmp/dirty.ready ] && exit 0; sleep 0.1; done; exit 1", sdk.ExecOptions{TimeoutSeconds: 120})
+		if err != nil {
+			return 0, err
+		}
+		if r.ExitCode != 0 {
+			return 0, fmt.Errorf("the 200 MiB writer did not get ready")
+		}
+		t0 := time.Now()
+		kid, err := sb.Fork(ctx)
+		if err != nil {
+			return 0, err
+		}
+		ms = append(ms, msOf(time.Since(t0)))
+		_ = kid.Kill(ctx)
+		_ = sb.Signal(ctx, pid, "KILL")
+	}
+	return pct(ms, 50), nil
 }

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/cowfs"
 	"github.com/pandastack/pandastack/internal/server"
 	"github.com/pandastack/pandastack/internal/store/sqlite"
 	"github.com/pandastack/pandastack/internal/templates"
@@ -40,10 +41,11 @@ func runDoctor(ctx context.Context, s *streams, args []string) int {
 	}
 	note := func(name, detail string) { fmt.Fprintf(s.out, "note  %-28s %s\n", name, detail) }
 
-	check("running as root", os.Getuid() == 0, "needed for debootstrap, per-VM uids and (later) network namespaces")
+	check("running as root", os.Getuid() == 0, "needed for debootstrap, per-VM uids and sandbox network namespaces")
 	for _, tool := range []struct{ bin, pkg string }{
 		{"qemu-system-x86_64", "qemu-system-x86"}, {"qemu-img", "qemu-utils"}, {"debootstrap", "debootstrap"},
 		{"mkfs.ext4", "e2fsprogs"}, {"debugfs", "e2fsprogs"}, {"apt-get", "apt"}, {"dpkg", "dpkg"},
+		{"ip", "iproute2"}, {"nft", "nftables"}, {"wrk", "wrk (bench only)"},
 	} {
 		p, err := exec.LookPath(tool.bin)
 		detail := p
@@ -101,13 +103,14 @@ func runDoctor(ctx context.Context, s *streams, args []string) int {
 	if res.Accel == pandastack.AccelTCG {
 		fmt.Fprintln(s.out, "             Sandboxes work (for development and CI) but are slower and are not a security boundary.")
 	}
-	if drv, err := qemu.New(qemu.Config{Dir: filepath.Join(os.TempDir(), "pandastack-doctor")}); err == nil {
-		if drv.ReadOnlyRAM() {
-			note("template RAM", "mapped read-only by VMs (QEMU >= 8.2)")
-		} else {
-			note("template RAM", "QEMU < 8.2 opens the template RAM file read-write (it maps it privately); only VM processes' group may write it")
-		}
-		drv.Close()
+	cow := filepath.Join(*dataDir, "cow")
+	switch {
+	case cowfs.Supported(cow):
+		note("vm storage", cow+": reflink copies (snapshots, forks and hibernation copy no bytes)")
+	case os.Getuid() == 0:
+		note("vm storage", "the server will mount an XFS image (reflink) on "+cow)
+	default:
+		check("vm storage", false, cow+" cannot reflink, and mounting an XFS image there needs root")
 	}
 	return 0
 }

@@ -19,6 +19,9 @@ func sandboxCommands() []command {
 		{"kill", "kill a sandbox", runSandboxKill},
 		{"ttl", "set how many seconds from now a sandbox lives", runSandboxTTL},
 		{"ps", "list the commands started in a sandbox", runSandboxPs},
+		{"network", "show or set a sandbox's network policy", runSandboxNetwork},
+		{"url", "print a signed URL for a port of a sandbox", runSandboxURL},
+		{"run-code", "run Python in a code-interpreter sandbox's live interpreter", runSandboxRunCode},
 	}
 }
 
@@ -30,11 +33,20 @@ func runSandboxCreate(ctx context.Context, s *streams, args []string) int {
 	p.fs.Var(meta, "meta", "metadata `KEY=VALUE` (repeatable)")
 	p.fs.Var(env, "env", "environment variable `KEY=VALUE` for every command (repeatable)")
 	asJSON := p.fs.Bool("json", false, "print the sandbox as JSON")
+	cpus := p.fs.Int("cpus", 0, "vCPUs, if not the template's (that size is baked on first use)")
+	mem := p.fs.Int("memory", 0, "memory in MiB, if not the template's")
+	disk := p.fs.Int("disk", 0, "root disk in GiB, if bigger than the template's")
+	nf := p.networkFlags()
 	if _, code, ok := p.parse(s, args, 0); !ok {
 		return code
 	}
+	policy, err := nf.policy()
+	if err != nil {
+		return p.usageError(s, err.Error())
+	}
 	sb, err := p.client.client().CreateSandbox(ctx, sdk.CreateSandboxParams{
-		Template: *template, TTLSeconds: *ttl, Metadata: meta, Env: env,
+		Template: *template, TTLSeconds: *ttl, Metadata: meta, Env: env, CPUs: *cpus, MemoryMiB: *mem, DiskGiB: *disk,
+		Network: policy,
 	})
 	if err != nil {
 		return fail(s, err)

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 
 	"github.com/pandastack/pandastack/internal/server"
@@ -15,7 +16,7 @@ func runServer(ctx context.Context, s *streams, args []string) int {
 	fs := flag.NewFlagSet("server", flag.ContinueOnError)
 	fs.SetOutput(s.err)
 	var cfg server.Config
-	var templates, level string
+	var templates, level, dnsUpstream string
 	fs.StringVar(&cfg.DataDir, "data-dir", "/var/lib/pandastack", "where state, templates and VMs live")
 	fs.StringVar(&cfg.CacheDir, "cache-dir", "", "build cache for kernels and root filesystems (default DATA/cache)")
 	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:8080", "address of the REST API")
@@ -25,6 +26,9 @@ func runServer(ctx context.Context, s *streams, args []string) int {
 	fs.IntVar(&cfg.PoolSize, "pool", 2, "QEMU processes per template started ahead of creates (0: none)")
 	fs.BoolVar(&cfg.KillOnExit, "kill-on-exit", false, "end every sandbox when the server stops (default: they keep running and are re-attached at next start)")
 	fs.IntVar(&cfg.MaxLivePerTeam, "max-live-per-team", 0, "cap on each team's live sandboxes (0: none)")
+	fs.BoolVar(&cfg.NoNetwork, "no-network", false, "give sandboxes no network (default: a namespace each, when running as root)")
+	fs.StringVar(&cfg.NetworkPool, "network-pool", "", "IPv4 range of the host-side transit addresses (default 10.223.0.0/16)")
+	fs.StringVar(&dnsUpstream, "dns-upstream", "", "DNS servers (host:port, comma separated) sandboxes' queries go to (default: the host's /etc/resolv.conf; env PANDASTACK_DNS_UPSTREAM)")
 	fs.StringVar(&cfg.AgentPath, "guest-agent", "", "path of pandastack-guest (default: beside this binary)")
 	fs.StringVar(&level, "log-level", "info", "debug, info, warn or error")
 	fs.Usage = func() {
@@ -46,6 +50,14 @@ func runServer(ctx context.Context, s *streams, args []string) int {
 	for _, t := range strings.Split(templates, ",") {
 		if t = strings.TrimSpace(t); t != "" {
 			cfg.Templates = append(cfg.Templates, t)
+		}
+	}
+	if dnsUpstream == "" {
+		dnsUpstream = os.Getenv("PANDASTACK_DNS_UPSTREAM")
+	}
+	for _, u := range strings.Split(dnsUpstream, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			cfg.DNSUpstreams = append(cfg.DNSUpstreams, u)
 		}
 	}
 	if err := server.Run(ctx, cfg); err != nil {

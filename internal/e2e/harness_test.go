@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pandastack/pandastack/internal/cowfs"
 	sdk "github.com/pandastack/pandastack/sdk/go"
 )
 
@@ -73,8 +74,12 @@ func run(m *testing.M) (int, error) {
 	if err != nil {
 		return 1, err
 	}
-	defer os.RemoveAll(dataDir)
-	main, err = startServer(dataDir)
+	defer removeDataDir(dataDir)
+	if outside, err = startOutside(); err != nil {
+		return 1, err
+	}
+	defer outside.close()
+	main, err = startServer(dataDir, "--dns-upstream", outside.dns)
 	if err != nil {
 		return 1, err
 	}
@@ -88,6 +93,14 @@ func run(m *testing.M) (int, error) {
 		return 1, fmt.Errorf("QEMU processes left after the server stopped: %v", leaked)
 	}
 	return code, nil
+}
+
+// removeDataDir removes a server's data dir, unmounting its VM storage.
+func removeDataDir(dir string) {
+	if err := cowfs.Unmount(filepath.Join(dir, "cow")); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+	}
+	os.RemoveAll(dir)
 }
 
 func freePort() (int, error) {
@@ -235,7 +248,7 @@ func qemuProcesses(dataDir string) []int {
 
 // vmDirs lists the VM directories of a server.
 func vmDirs(dataDir string) []string {
-	ents, _ := os.ReadDir(filepath.Join(dataDir, "vms"))
+	ents, _ := os.ReadDir(filepath.Join(dataDir, "cow", "vms"))
 	var out []string
 	for _, e := range ents {
 		out = append(out, e.Name())

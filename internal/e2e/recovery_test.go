@@ -17,7 +17,7 @@ func TestCrashRecovery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer os.RemoveAll(dir)
+	defer removeDataDir(dir)
 	s, err := startServer(dir)
 	if err != nil {
 		t.Fatal(err)

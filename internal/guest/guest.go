@@ -32,6 +32,9 @@ func Main(args []string) error {
 		if err := setupSystem(); err != nil {
 			log.Printf("system setup: %v", err)
 		}
+		if err := setupNetwork(); err != nil {
+			log.Printf("network setup: %v", err)
+		}
 		a := newAgent()
 		go a.procs.reap()
 		err := a.serveDevice(context.Background(), "")

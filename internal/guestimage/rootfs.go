@@ -27,6 +27,10 @@ type RootfsSpec struct {
 	Suite    string   // "trixie"
 	Mirror   string   // "http://deb.debian.org/debian"
 	Packages []string // installed after the minimal base, e.g. python3 nodejs npm git curl ca-certificates build-essential
+	// Run are shell commands run in the chroot after the packages are
+	// installed (with the network, proc, sysfs and /dev), e.g. an npm
+	// install. Pin versions: the commands, not what they fetch, are the key.
+	Run []string
 }
 
 // Key is a stable hex sha256 of the spec (packages sorted and deduplicated,
@@ -38,12 +42,22 @@ func (s RootfsSpec) Key() string {
 	if pkgs == nil {
 		pkgs = []string{}
 	}
-	b, err := json.Marshal(struct {
+	var v any = struct {
 		Recipe   string
 		Suite    string
 		Mirror   string
 		Packages []string
-	}{rootfsRecipe, s.Suite, s.Mirror, pkgs})
+	}{rootfsRecipe, s.Suite, s.Mirror, pkgs}
+	if len(s.Run) > 0 { // specs without steps keep the keys they had
+		v = struct {
+			Recipe   string
+			Suite    string
+			Mirror   string
+			Packages []string
+			Run      []string
+		}{rootfsRecipe, s.Suite, s.Mirror, pkgs, s.Run}
+	}
+	b, err := json.Marshal(v)
 	if err != nil {
 		panic("guestimage: marshal rootfs spec: " + err.Error()) // cannot happen: only strings
 	}
@@ -163,6 +177,9 @@ func BuildRootfs(ctx context.Context, cacheDir string, spec RootfsSpec, progress
 	}
 
 	if err := installPackages(ctx, tmp, spec.Packages, progress); err != nil {
+		return "", err
+	}
+	if err := runSteps(ctx, tmp, spec.Run, progress); err != nil {
 		return "", err
 	}
 	if err := configureGuest(ctx, tmp, progress); err != nil {

@@ -88,6 +88,7 @@ func TestRootfsSpecKey(t *testing.T) {
 		{Suite: a.Suite, Mirror: a.Mirror},
 		// Joining fields must not be ambiguous.
 		{Suite: a.Suite, Mirror: a.Mirror, Packages: []string{"curl,git", "python3"}},
+		{Suite: a.Suite, Mirror: a.Mirror, Packages: a.Packages, Run: []string{"npm install -g x@1"}},
 	} {
 		if c.Key() == a.Key() {
 			t.Errorf("spec %+v has the same key as %+v", c, a)
@@ -95,6 +96,22 @@ func TestRootfsSpecKey(t *testing.T) {
 	}
 	if (RootfsSpec{Suite: "x", Mirror: "m"}).Key() != (RootfsSpec{Suite: "x", Mirror: "m", Packages: []string{}}).Key() {
 		t.Error("nil and empty package lists differ")
+	}
+	r1 := RootfsSpec{Suite: "x", Mirror: "m", Run: []string{"a", "b"}}
+	r2 := RootfsSpec{Suite: "x", Mirror: "m", Run: []string{"b", "a"}}
+	if r1.Key() == r2.Key() {
+		t.Error("the order of run steps does not change the key")
+	}
+}
+
+// TestRootfsSpecKeyUnchanged pins the key of a spec without run steps, so
+// adding fields does not silently invalidate every cached root filesystem.
+func TestRootfsSpecKeyUnchanged(t *testing.T) {
+	a := RootfsSpec{Suite: "trixie", Mirror: "http://deb.debian.org/debian", Packages: []string{"python3-minimal", "procps"}}
+	b := a
+	b.Run = []string{}
+	if a.Key() != b.Key() {
+		t.Error("an empty run list changes the key")
 	}
 }
 

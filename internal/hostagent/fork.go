@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/vmm"
 )
 
 // MaxForks bounds one fork request.
@@ -22,25 +24,30 @@ func (a *Agent) Fork(ctx context.Context, id string, count int) ([]pandastack.Sa
 		return nil, pandastack.Errorf(pandastack.EInvalid, "count must be between 1 and %d", MaxForks)
 	}
 	t0 := time.Now()
-	dir, err := os.MkdirTemp(a.cfg.HibernateDir, "fork-")
+	dir, err := os.MkdirTemp(a.cfg.SnapshotDir, ".fork-")
 	if err != nil {
 		return nil, fmt.Errorf("fork: %w", err)
 	}
 	defer os.RemoveAll(dir)
-	parent, err := a.checkpoint(ctx, id, dir, "could not save the sandbox for the fork")
+	saved := filepath.Join(dir, "vm")
+	parent, err := a.checkpoint(ctx, id, saved, "could not save the sandbox for the fork")
 	if err != nil {
 		return nil, err
 	}
 	tSaved := time.Since(t0)
-	snap, _, err := a.cfg.Templates.Snapshot(ctx, parent.Template)
+	snap, err := vmm.LoadSaved(saved)
 	if err != nil {
 		return nil, fmt.Errorf("fork %s: %w", id, err)
 	}
 	var kids []pandastack.Sandbox
 	for i := 0; i < count; i++ {
-		cv, err := a.cfg.Driver.RestoreCheckpoint(ctx, dir, snap)
+		cv, err := a.cfg.Driver.Restore(a.startingWith(ctx, a.parentPolicy(parent.ID)), snap)
 		if err != nil {
 			return kids, &pandastack.Error{Code: pandastack.EUnavailable, Message: fmt.Sprintf("fork %d of %d failed", i+1, count), Err: err}
+		}
+		if err := a.inheritNetwork(ctx, parent.ID, cv.ID()); err != nil {
+			cv.Kill(context.Background())
+			return kids, err
 		}
 		cc, err := a.connect(ctx, cv)
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/vmm"
 )
 
 // hibDir is where a hibernated sandbox's state and disk are kept.
@@ -86,14 +87,14 @@ func (a *Agent) wake(ctx context.Context, s *sandbox) error {
 		s.mu.Unlock()
 		return nil
 	}
-	id, tpl := s.rec.ID, s.rec.Template
+	id := s.rec.ID
 	s.mu.Unlock()
 	t0 := time.Now()
-	snap, _, err := a.cfg.Templates.Snapshot(ctx, tpl)
+	snap, err := vmm.LoadSaved(a.hibDir(id))
 	if err != nil {
-		return fmt.Errorf("wake %s: %w", id, err)
+		return &pandastack.Error{Code: pandastack.EUnavailable, Message: "the hibernated sandbox's state is missing", Err: err}
 	}
-	v, err := a.cfg.Driver.WakeVM(ctx, id, a.hibDir(id), snap)
+	v, err := a.cfg.Driver.WakeVM(ctx, id, snap)
 	if err != nil {
 		return &pandastack.Error{Code: pandastack.EUnavailable, Message: "the sandbox could not be woken", Err: err}
 	}

@@ -43,6 +43,8 @@ type Config struct {
 	HibernateDir string
 	// SnapshotDir keeps snapshots' state and disks.
 	SnapshotDir string
+	// Network, if set, holds sandboxes' network policies.
+	Network Network
 }
 
 // Agent is the host agent.
@@ -124,7 +126,7 @@ func (a *Agent) Create(ctx context.Context, req pandastack.CreateRequest) (panda
 		return a.createFromSnapshot(ctx, req)
 	}
 	t0 := time.Now()
-	snap, tpl, err := a.cfg.Templates.Snapshot(ctx, req.Template)
+	snap, tpl, err := a.templateSnapshot(ctx, req)
 	if err != nil {
 		return pandastack.Sandbox{}, err
 	}
@@ -167,9 +169,15 @@ func (a *Agent) record(ctx context.Context, v vmm.VM, client *guestconn.Client, 
 	rec := pandastack.Sandbox{
 		ID: v.ID(), TeamID: req.TeamID, Template: tpl.Name, TemplateID: tpl.ID, State: pandastack.StateRunning,
 		Host: a.cfg.Host, Accel: a.Accel(), Metadata: nonNil(req.Metadata), Env: req.Env,
-		CPUs: cpus, MemoryMiB: mem, CreatedAt: now, ExpiresAt: now.Add(req.TTL),
+		CPUs: cpus, MemoryMiB: mem, DiskMiB: tpl.DiskMiB, TemplateVersion: tpl.Version, CreatedAt: now, ExpiresAt: now.Add(req.TTL),
 	}
 	s := &sandbox{rec: rec, vm: v, client: client}
+	if err := a.applyNetwork(ctx, rec.ID, req.Network); err != nil {
+		client.Close()
+		v.Kill(context.Background())
+		a.forgetNetwork(rec.ID)
+		return pandastack.Sandbox{}, err
+	}
 	if err := a.cfg.Store.PutSandbox(ctx, rec); err != nil {
 		client.Close()
 		v.Kill(context.Background())
@@ -289,15 +297,24 @@ func (a *Agent) Guest(ctx context.Context, id string) (pandastack.Guest, error) 
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return &guest{Client: s.client, env: s.rec.Env}, nil
+	g := &guest{Client: s.client, env: s.rec.Env}
+	a.templateDefaults(g, s.rec)
+	return g, nil
 }
 
 type guest struct {
 	*guestconn.Client
-	env map[string]string
+	env           map[string]string
+	workdir, user string // the template's defaults
 }
 
 func (g *guest) Exec(ctx context.Context, req pandastack.ExecRequest, stdin io.Reader, fn func(pandastack.ExecEvent) error) (pandastack.ExecResult, error) {
+	if req.Cwd == "" {
+		req.Cwd = g.workdir
+	}
+	if req.User == "" {
+		req.User = g.user
+	}
 	if len(g.env) > 0 {
 		env := maps.Clone(g.env)
 		maps.Copy(env, req.Env)
@@ -340,6 +357,7 @@ func (a *Agent) end(ctx context.Context, s *sandbox, state pandastack.SandboxSta
 	if err := os.RemoveAll(a.hibDir(s.rec.ID)); err != nil {
 		kerr = errors.Join(kerr, err)
 	}
+	a.forgetNetwork(s.rec.ID)
 	s.mu.Lock()
 	now := time.Now().UTC()
 	s.rec.State, s.rec.EndedAt, s.rec.EndReason = state, &now, why

@@ -77,7 +77,7 @@ func (a *Agent) reconcile(ctx context.Context) error {
 		}
 		a.markFailed(ctx, rec, "the VM was gone after a host restart")
 	}
-	return nil
+	return a.reconcileNetwork(ctx)
 }
 
 func (a *Agent) markFailed(ctx context.Context, rec pandastack.Sandbox, why string) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/vmm"
 )
 
 // snapDir is where a snapshot's state and disk are kept.
@@ -79,15 +80,17 @@ func (a *Agent) createFromSnapshot(ctx context.Context, req pandastack.CreateReq
 	if err != nil || sn.TeamID != req.TeamID {
 		return pandastack.Sandbox{}, pandastack.Errorf(pandastack.ENotFound, "snapshot %s not found", req.Snapshot)
 	}
-	snap, tpl, err := a.cfg.Templates.Snapshot(ctx, sn.Template)
+	// A snapshot holds everything it restores from (memory, disk, device
+	// state, machine): it outlives rebuilds and deletions of its template.
+	snap, err := vmm.LoadSaved(a.snapDir(sn.ID))
 	if err != nil {
-		return pandastack.Sandbox{}, fmt.Errorf("snapshot %s: %w", sn.ID, err)
+		return pandastack.Sandbox{}, pandastack.Errorf(pandastack.ENotFound, "snapshot %s has no files on this host", sn.ID)
 	}
-	if tpl.ID != sn.TemplateID {
-		return pandastack.Sandbox{}, pandastack.Errorf(pandastack.EConflict,
-			"snapshot %s was taken of template %s build %s, which is no longer the current build (%s): it cannot be restored", sn.ID, sn.Template, sn.TemplateID, tpl.ID)
+	tpl := pandastack.Template{Name: sn.Template, ID: sn.TemplateID}
+	if _, t, err := a.cfg.Templates.Snapshot(ctx, templateRef(sn.Template, sn.TemplateID)); err == nil {
+		tpl = t // its version, when the build is still known
 	}
-	v, err := a.cfg.Driver.RestoreCheckpoint(ctx, a.snapDir(sn.ID), snap)
+	v, err := a.cfg.Driver.Restore(a.startingWith(ctx, req.Network), snap)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return pandastack.Sandbox{}, pandastack.Errorf(pandastack.ENotFound, "snapshot %s has no files on this host", sn.ID)

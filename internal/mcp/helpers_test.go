@@ -181,6 +181,7 @@ var wantTools = map[string]struct{ required, props []string }{
 	"list_files":     {[]string{"path"}, []string{"path"}},
 	"fork":           {nil, []string{"select"}},
 	"kill":           {nil, nil},
+	"run_code":       {[]string{"code"}, []string{"code", "timeout_seconds"}},
 }
 
 // checkToolList checks tools/list against wantTools.

@@ -25,10 +25,13 @@ type tool struct {
 	run func(ctx context.Context, s *session, args json.RawMessage) *toolResult `json:"-"`
 }
 
-// content is one item of a tool result (this server only returns text).
+// content is one item of a tool result: text, or an image (run_code's
+// plots) with base64 Data.
 type content struct {
-	Type string `json:"type"`
-	Text string `json:"text"`
+	Type     string `json:"type"`
+	Text     string `json:"text,omitempty"`
+	Data     string `json:"data,omitempty"`
+	MimeType string `json:"mimeType,omitempty"`
 }
 
 // toolResult is the result of tools/call. Failures of the tool (bad
@@ -126,6 +129,16 @@ var tools = []*tool{
 			"select": prop("boolean", "make the copy the sandbox the other tools use (default false)"),
 		}),
 		run: toolFork,
+	},
+	{
+		Name: "run_code",
+		Description: "Run Python in the sandbox's live interpreter (needs a sandbox from template \"code-interpreter\": call sandbox_create first). " +
+			"Variables and imports persist between calls. Returns stdout, stderr, the value of the last expression, matplotlib plots (as images) and any exception with its traceback.",
+		InputSchema: schema([]string{"code"}, map[string]any{
+			"code":            prop("string", "Python code; the value of its last expression is returned"),
+			"timeout_seconds": map[string]any{"type": "number", "exclusiveMinimum": 0, "description": "interrupt the run after this many seconds (default 60); the interpreter stays usable"},
+		}),
+		run: toolRunCode,
 	},
 	{
 		Name:        "kill",

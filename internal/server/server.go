@@ -20,7 +20,9 @@ import (
 
 	"github.com/pandastack/pandastack"
 	"github.com/pandastack/pandastack/internal/api"
+	"github.com/pandastack/pandastack/internal/cowfs"
 	"github.com/pandastack/pandastack/internal/hostagent"
+	"github.com/pandastack/pandastack/internal/network"
 	"github.com/pandastack/pandastack/internal/store/sqlite"
 	"github.com/pandastack/pandastack/internal/templates"
 	"github.com/pandastack/pandastack/internal/vmm/qemu"
@@ -42,6 +44,17 @@ type Config struct {
 	KillOnExit bool
 	// SandboxDomain serves sandbox ports at PORT-ID.SandboxDomain.
 	SandboxDomain string
+	// StorageSize is the size of the XFS image made for VM files when the
+	// data dir cannot reflink (0: the free space under it, sparse).
+	StorageSize int64
+	// NoNetwork gives sandboxes no network; otherwise, when running as
+	// root, each gets a network namespace (internal/network).
+	NoNetwork bool
+	// NetworkPool is the transit address range (default 10.223.0.0/16).
+	NetworkPool string
+	// DNSUpstreams are the resolvers sandboxes' DNS goes to (default: the
+	// host's).
+	DNSUpstreams []string
 	// MaxLivePerTeam caps each team's live sandboxes (0: no cap).
 	MaxLivePerTeam int
 	Logger         *slog.Logger
@@ -56,7 +69,11 @@ type Server struct {
 	store   *sqlite.Store
 	builder *templates.Builder
 	agent   *hostagent.Agent
-	probe   qemu.ProbeResult
+	net     *network.Manager // nil without sandbox networking
+	// proxySecret signs port URLs (DATA/proxy-secret).
+	proxySecret []byte
+	probe       qemu.ProbeResult
+	cow         *cowfs.FS
 
 	mu     sync.Mutex
 	builds map[string]string // template → "building", "ready" or an error
@@ -135,7 +152,17 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		}
 		fmt.Fprintf(os.Stderr, "\nAdmin API key (also in %s):\n\n    %s\n\n", kp, key)
 	}
-	s.builder, err = templates.New(templates.Config{DataDir: cfg.DataDir, CacheDir: cfg.CacheDir, Store: store, AgentPath: cfg.AgentPath, Logger: log})
+	// Every VM file (templates, running VMs, snapshots, hibernated
+	// sandboxes) lives on one copy-on-write filesystem: they are copied
+	// by reflink.
+	cow, err := cowfs.Open(ctx, filepath.Join(cfg.DataDir, "cow"), cowfs.Options{Size: cfg.StorageSize, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("open vm storage: %w", err)
+	}
+	s.cow = cow
+	log.Info("vm storage", "dir", cow.Dir(), "image", cow.Image())
+	s.builder, err = templates.New(templates.Config{DataDir: cfg.DataDir, CacheDir: cfg.CacheDir, TemplateDir: filepath.Join(cow.Dir(), "templates"),
+		Store: store, AgentPath: cfg.AgentPath, Logger: log})
 	if err != nil {
 		return nil, err
 	}
@@ -151,15 +178,29 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	if os.Getuid() == 0 {
 		uidBase = qemu.DefaultUIDBase
 	}
-	drv, err := qemu.New(qemu.Config{Dir: filepath.Join(cfg.DataDir, "vms"), Accel: s.probe.Accel, UIDBase: uidBase, Logger: log})
+	qcfg := qemu.Config{Dir: filepath.Join(cow.Dir(), "vms"), Accel: s.probe.Accel, UIDBase: uidBase, Logger: log}
+	hcfg := hostagent.Config{Store: store, Templates: s.builder, Logger: log, PoolSize: cfg.PoolSize,
+		HibernateDir: filepath.Join(cow.Dir(), "hibernated"), SnapshotDir: filepath.Join(cow.Dir(), "snapshots")}
+	if s.proxySecret, err = loadProxySecret(cfg.DataDir); err != nil {
+		return nil, err
+	}
+	if s.net, err = openNetwork(ctx, cfg); err != nil {
+		return nil, err
+	}
+	if s.net != nil {
+		qcfg.Network, hcfg.Network = s.net, s.net
+	}
+	drv, err := qemu.New(qcfg)
 	if err != nil {
+		s.closeNetwork()
 		return nil, err
 	}
 	s.builder.UseDriver(drv)
-	s.agent = hostagent.New(hostagent.Config{Store: store, Driver: drv, Templates: s.builder, Logger: log, PoolSize: cfg.PoolSize,
-		HibernateDir: filepath.Join(cfg.DataDir, "hibernated"), SnapshotDir: filepath.Join(cfg.DataDir, "snapshots")})
+	hcfg.Driver = drv
+	s.agent = hostagent.New(hcfg)
 	if err := s.agent.Start(ctx); err != nil {
 		drv.Close()
+		s.closeNetwork()
 		return nil, err
 	}
 	ok = true
@@ -232,7 +273,8 @@ func (s *Server) setBuild(name, st string) {
 // Handler is the HTTP API.
 func (s *Server) Handler() http.Handler {
 	return api.New(api.Config{Store: s.store, Engine: s.agent, Builder: s.builder, Logger: s.log,
-		MaxLiveSandboxesPerTeam: s.cfg.MaxLivePerTeam, SandboxDomain: s.cfg.SandboxDomain}).Handler()
+		MaxLiveSandboxesPerTeam: s.cfg.MaxLivePerTeam, SandboxDomain: s.cfg.SandboxDomain, Network: s.apiNetwork(),
+		ProxySecret: s.proxySecret}).Handler()
 }
 
 // Serve listens and serves until ctx is done, building the configured
@@ -267,6 +309,10 @@ func (s *Server) Serve(ctx context.Context) error {
 // Close stops the host agent (killing sandboxes when KillOnExit) and the store.
 func (s *Server) Close(ctx context.Context) error {
 	err := s.agent.Close(ctx, s.cfg.KillOnExit)
+	if s.net != nil && s.cfg.KillOnExit {
+		err = errors.Join(err, s.net.Teardown(ctx))
+	}
+	s.closeNetwork()
 	return errors.Join(err, s.store.Close())
 }
 

@@ -24,12 +24,16 @@ import (
 
 // Config configures a Builder.
 type Config struct {
-	DataDir   string // baked templates live in DataDir/templates
-	CacheDir  string // kernel, root filesystem and image layers; default DataDir/cache
-	Driver    vmm.Driver
-	Store     pandastack.Store
-	AgentPath string // the pandastack-guest binary (static)
-	Logger    *slog.Logger
+	DataDir  string // default home of the two directories below
+	CacheDir string // kernel, root filesystem and image layers; default DataDir/cache
+	// TemplateDir holds baked templates; default DataDir/templates. It must
+	// be on the VM driver's copy-on-write filesystem (restores reflink from
+	// it).
+	TemplateDir string
+	Driver      vmm.Driver
+	Store       pandastack.Store
+	AgentPath   string // the pandastack-guest binary (static)
+	Logger      *slog.Logger
 }
 
 // Builder builds templates. It implements pandastack.TemplateBuilder.
@@ -38,6 +42,9 @@ type Builder struct {
 	log   *slog.Logger
 	mu    sync.Mutex
 	locks map[string]*sync.Mutex
+	// diskSizes caches the virtual size of template disks, by path.
+	diskSizes map[string]int
+	running   map[string]bool // build runs in progress, by id
 }
 
 var _ pandastack.TemplateBuilder = (*Builder)(nil)
@@ -47,18 +54,23 @@ func New(cfg Config) (*Builder, error) {
 	if cfg.CacheDir == "" {
 		cfg.CacheDir = filepath.Join(cfg.DataDir, "cache")
 	}
+	if cfg.TemplateDir == "" {
+		cfg.TemplateDir = filepath.Join(cfg.DataDir, "templates")
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if _, err := os.Stat(cfg.AgentPath); err != nil {
 		return nil, fmt.Errorf("guest agent binary: %w", err)
 	}
-	for _, d := range []string{cfg.CacheDir, filepath.Join(cfg.DataDir, "templates")} {
+	for _, d := range []string{cfg.CacheDir, cfg.TemplateDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("create %s: %w", d, err)
 		}
 	}
-	return &Builder{cfg: cfg, log: cfg.Logger, locks: map[string]*sync.Mutex{}}, nil
+	b := &Builder{cfg: cfg, log: cfg.Logger, locks: map[string]*sync.Mutex{}}
+	b.cleanInterrupted()
+	return b, nil
 }
 
 func (b *Builder) lock(name string) func() {
@@ -136,16 +148,22 @@ func (b *Builder) BootFiles(ctx context.Context, progress io.Writer) (Boot, erro
 	return bt, nil
 }
 
+// layout is the version of a baked template's files: a template baked in
+// another layout is baked again.
+const layout = 3
+
 // record is template.json in a baked template's directory.
 type record struct {
 	Template pandastack.Template `json:"template"`
 	Machine  vmm.Machine         `json:"machine"`
-	Disk     string              `json:"disk"`
+	Disk     string              `json:"disk"`  // the template's disk (raw), in its directory
+	Image    string              `json:"image"` // the disk image the bake booted from
+	Layout   int                 `json:"layout"`
 	ColdBoot float64             `json:"cold_boot_ms"`
 }
 
 func (b *Builder) dir(name, id string) string {
-	return filepath.Join(b.cfg.DataDir, "templates", name, id)
+	return filepath.Join(b.cfg.TemplateDir, name, id)
 }
 
 // Build makes (or finds) the baked template name, and records it in the store.
@@ -168,22 +186,34 @@ func (b *Builder) Build(ctx context.Context, name string, progress io.Writer) (p
 		return pandastack.Template{}, fmt.Errorf("build root filesystem: %w", err)
 	}
 	step(3, "disk image")
-	imgKey := hashOf("image", def.Rootfs.Key(), bt.AgentHash, fmt.Sprint(def.DiskMiB))
+	extra := map[string]string{"/usr/sbin/pandastack-guest": b.cfg.AgentPath}
+	keyParts := []string{"image", def.Rootfs.Key(), bt.AgentHash, fmt.Sprint(def.DiskMiB)}
+	if len(def.Files) > 0 {
+		fk, err := b.stageFiles(def.Files, extra)
+		if err != nil {
+			return pandastack.Template{}, err
+		}
+		keyParts = append(keyParts, fk)
+	}
+	imgKey := hashOf(keyParts...)
 	img := filepath.Join(b.cfg.CacheDir, "images", imgKey+".raw")
 	if _, err := os.Stat(img); err != nil {
 		if err := os.MkdirAll(filepath.Dir(img), 0o755); err != nil {
 			return pandastack.Template{}, err
 		}
-		if _, err := guestimage.WriteExt4(ctx, img, rootfs, map[string]string{"/usr/sbin/pandastack-guest": b.cfg.AgentPath}, def.DiskMiB); err != nil {
+		if _, err := guestimage.WriteExt4(ctx, img, rootfs, extra, def.DiskMiB); err != nil {
 			return pandastack.Template{}, fmt.Errorf("write disk image: %w", err)
 		}
 		_ = os.Chmod(img, 0o444)
 	}
 	m := vmm.Machine{CPUs: def.CPUs, CPUModel: qemu.CPUModel(b.cfg.Driver.Accel()), MemoryMiB: def.MemoryMiB, Kernel: bt.Kernel.Vmlinuz, Initrd: bt.Initrd, Cmdline: qemu.KernelCmdline(b.cfg.Driver.Accel())}
-	id := hashOf("bake", imgKey, bt.InitrdKey, bt.Kernel.Package, fmt.Sprint(m.CPUs, m.CPUModel, m.MemoryMiB, m.Cmdline), string(b.cfg.Driver.Accel()), qemuVersion(), def.Warm)
+	id := hashOf("bake", fmt.Sprint(layout), imgKey, bt.InitrdKey, bt.Kernel.Package, fmt.Sprint(m.CPUs, m.CPUModel, m.MemoryMiB, m.Cmdline), string(b.cfg.Driver.Accel()), qemuVersion(), def.Warm)
 	dir := b.dir(name, id)
 	step(4, "bake (cold boot, then save the VM)")
 	rec, err := readRecord(dir)
+	if err == nil && rec.Layout != layout {
+		err = fmt.Errorf("template %s was baked in an older layout", dir)
+	}
 	if err != nil {
 		// A cold boot under emulation can stall on a busy host; one retry.
 		for attempt := 1; ; attempt++ {
@@ -206,6 +236,9 @@ func (b *Builder) Build(ctx context.Context, name string, progress io.Writer) (p
 	step(5, "register")
 	if err := b.cfg.Store.PutTemplate(ctx, rec.Template); err != nil {
 		return pandastack.Template{}, fmt.Errorf("record template: %w", err)
+	}
+	if rec.Template.Version, err = b.recordVersion(rec.Template, "", ""); err != nil {
+		return pandastack.Template{}, err
 	}
 	fmt.Fprintf(progress, "template %s ready (%s, cold boot %.0f ms, %s)\n", name, id, rec.ColdBoot, time.Since(t0).Round(time.Millisecond))
 	return rec.Template, nil
@@ -269,14 +302,16 @@ func (b *Builder) bake(ctx context.Context, def Def, m vmm.Machine, img, dir, id
 			os.RemoveAll(tmp)
 		}
 	}()
-	disk := filepath.Join(tmp, "disk.qcow2")
-	if out, err := exec.CommandContext(ctx, "qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", img, disk).CombinedOutput(); err != nil {
-		return rec, fmt.Errorf("create bake disk: %v: %s", err, out)
+	// The VM boots on its own raw copy of the image, which becomes the
+	// template's disk; its RAM file becomes the template's memory.
+	disk := filepath.Join(tmp, vmm.DiskFile)
+	if err := rawCopy(ctx, img, disk); err != nil {
+		return rec, err
 	}
-	// The final paths are used from the start: the disk overlay is named by
-	// its final location in clones' backing chains.
-	finalDisk := filepath.Join(dir, "disk.qcow2")
-	mem := filepath.Join(tmp, "mem")
+	if err := os.Chmod(disk, 0o600); err != nil {
+		return rec, err
+	}
+	mem := filepath.Join(tmp, vmm.MemFile)
 	t0 := time.Now()
 	v, err := b.cfg.Driver.Boot(ctx, vmm.BootSpec{Machine: m, Disk: disk, MemFile: mem})
 	if err != nil {
@@ -298,6 +333,11 @@ func (b *Builder) bake(ctx context.Context, def Def, m vmm.Machine, img, dir, id
 	}
 	rec.ColdBoot = float64(time.Since(t0).Microseconds()) / 1000
 	fmt.Fprintf(progress, "guest agent answered after %.0f ms (cold boot, %s)\n", rec.ColdBoot, b.cfg.Driver.Accel())
+	if def.Prepare != nil {
+		if err := def.Prepare(bootCtx, cl, progress); err != nil {
+			return rec, err
+		}
+	}
 	if def.Warm != "" {
 		res, err := cl.Exec(bootCtx, pandastack.ExecRequest{Cmd: def.Warm, TimeoutSeconds: 120}, nil, func(pandastack.ExecEvent) error { return nil })
 		if err != nil || res.ExitCode != 0 {
@@ -307,7 +347,7 @@ func (b *Builder) bake(ctx context.Context, def Def, m vmm.Machine, img, dir, id
 	if err := cl.Sync(bootCtx); err != nil {
 		return rec, fmt.Errorf("sync guest disks: %w", err)
 	}
-	if err := v.SaveState(bootCtx, filepath.Join(tmp, "state")); err != nil {
+	if err := v.SaveState(bootCtx, filepath.Join(tmp, vmm.StateFile)); err != nil {
 		return rec, fmt.Errorf("save vm state: %w", err)
 	}
 	cl.Close()
@@ -319,15 +359,30 @@ func (b *Builder) bake(ctx context.Context, def Def, m vmm.Machine, img, dir, id
 		return rec, fmt.Errorf("install template: %w", err)
 	}
 	ok = true
-	if err := b.cfg.Driver.Seal(vmm.Snapshot{MemFile: filepath.Join(dir, "mem"), StateFile: filepath.Join(dir, "state"), BaseDisk: finalDisk}); err != nil {
+	if err := b.cfg.Driver.Seal(vmm.Saved(dir, m)); err != nil {
 		os.RemoveAll(dir)
 		return rec, err
 	}
 	rec.Machine = m
-	rec.Disk = finalDisk
+	rec.Disk = filepath.Join(dir, vmm.DiskFile)
+	rec.Image = img
+	rec.Layout = layout
 	rec.Template = pandastack.Template{Name: def.Name, ID: id, CPUs: m.CPUs, MemoryMiB: m.MemoryMiB, DiskMiB: def.DiskMiB,
 		Accel: b.cfg.Driver.Accel(), BuiltAt: time.Now().UTC()}
 	return rec, nil
+}
+
+// rawCopy writes image (raw or qcow2, by extension) to dst as a raw,
+// sparse file, sharing blocks with a raw image where the filesystem can.
+func rawCopy(ctx context.Context, image, dst string) error {
+	cmd := exec.CommandContext(ctx, "cp", "--sparse=always", "--reflink=auto", image, dst)
+	if imageFormat(image) == "qcow2" {
+		cmd = exec.CommandContext(ctx, "qemu-img", "convert", "-q", "-f", "qcow2", "-O", "raw", image, dst)
+	}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("copy disk image: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	return nil
 }
 
 func tail(path string) string {
@@ -339,25 +394,6 @@ func tail(path string) string {
 	return s
 }
 
-// Snapshot returns what to restore template name from: the build the store
-// names as current.
-func (b *Builder) Snapshot(ctx context.Context, name string) (vmm.Snapshot, pandastack.Template, error) {
-	t, err := b.cfg.Store.GetTemplate(ctx, name)
-	if err != nil {
-		if pandastack.ErrorCode(err) == pandastack.ENotFound {
-			return vmm.Snapshot{}, t, pandastack.Errorf(pandastack.ENotFound, "template %q not found: build it with `pandastack template build %s`", name, name)
-		}
-		return vmm.Snapshot{}, t, err
-	}
-	dir := b.dir(name, t.ID)
-	rec, err := readRecord(dir)
-	if err != nil {
-		return vmm.Snapshot{}, t, fmt.Errorf("read template %s: %w", name, err)
-	}
-	return vmm.Snapshot{Key: name + "/" + t.ID, Machine: rec.Machine, MemFile: filepath.Join(dir, "mem"),
-		StateFile: filepath.Join(dir, "state"), BaseDisk: rec.Disk}, t, nil
-}
-
 // ColdBootMs returns the recorded cold boot time of a template.
 func (b *Builder) ColdBootMs(ctx context.Context, name string) (float64, error) {
 	t, err := b.cfg.Store.GetTemplate(ctx, name)
@@ -366,16 +402,6 @@ func (b *Builder) ColdBootMs(ctx context.Context, name string) (float64, error) 
 	}
 	rec, err := readRecord(b.dir(name, t.ID))
 	return rec.ColdBoot, err
-}
-
-// jsonField pulls one top-level string field out of a JSON object.
-func jsonField(b []byte, key string) string {
-	var m map[string]any
-	if json.Unmarshal(b, &m) != nil {
-		return ""
-	}
-	s, _ := m[key].(string)
-	return s
 }
 
 // waitAgent connects to a cold-booting VM's guest agent, retrying until it

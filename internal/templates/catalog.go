@@ -8,6 +8,10 @@
 package templates
 
 import (
+	"context"
+	"io"
+
+	"github.com/pandastack/pandastack/internal/guestconn"
 	"github.com/pandastack/pandastack/internal/guestimage"
 )
 
@@ -19,8 +23,16 @@ type Def struct {
 	MemoryMiB int
 	DiskMiB   int // 0: sized to the content plus 1 GiB free
 	// Warm runs in the guest before the bake, so what it reads is in the
-	// snapshot's page cache.
+	// snapshot's page cache. Daemons it leaves running (detached from its
+	// output) keep running in every sandbox restored from the bake.
 	Warm string
+	// Prepare, when set, runs in the guest before Warm and the bake (a
+	// custom template's START and READY).
+	Prepare func(ctx context.Context, cl *guestconn.Client, progress io.Writer) error
+	// Files are written into the disk image (guest path → content) after
+	// the root filesystem is built: changing one redoes the image and the
+	// bake, not the debootstrap.
+	Files map[string][]byte
 }
 
 // DebianMirror is where guest root filesystems come from.
@@ -32,22 +44,14 @@ var Catalog = map[string]Def{
 		Name: "base",
 		Rootfs: guestimage.RootfsSpec{Suite: "trixie", Mirror: DebianMirror, Packages: []string{
 			"python3", "python-is-python3", "python3-pip", "python3-venv", "nodejs", "npm", "git", "curl", "ca-certificates",
-			"build-essential", "procps", "iproute2", "less", "nano", "unzip", "xz-utils",
+			"build-essential", "golang-go", "procps", "iproute2", "less", "nano", "unzip", "xz-utils",
 		}},
 		CPUs: 1, MemoryMiB: 512,
 		Warm: "python3 -c 'import json, os, sys' && node -e 0 && sh -c true",
 	},
-	// code-interpreter adds Python's scientific stack from Debian. (The
-	// run_code API with a live interpreter is still to come.)
-	"code-interpreter": {
-		Name: "code-interpreter",
-		Rootfs: guestimage.RootfsSpec{Suite: "trixie", Mirror: DebianMirror, Packages: []string{
-			"python3", "python-is-python3", "python3-pip", "python3-venv", "python3-numpy", "python3-pandas", "python3-matplotlib",
-			"python3-scipy", "nodejs", "npm", "git", "curl", "ca-certificates", "procps", "iproute2",
-		}},
-		CPUs: 1, MemoryMiB: 1024,
-		Warm: "python3 -c 'import numpy, pandas, matplotlib; matplotlib.use(\"Agg\"); import matplotlib.pyplot' && node -e 0",
-	},
+	// code-interpreter adds Python's scientific stack from Debian and the
+	// code kernel behind run_code, already running in the bake.
+	"code-interpreter": codeInterpreter,
 	// minimal is the smallest useful guest: a shell and python3. Tests and
 	// quick experiments use it; it builds in about a minute.
 	"minimal": {

@@ -23,23 +23,16 @@ func (b *Builder) ColdBoot(ctx context.Context, name string) (time.Duration, err
 	if err != nil {
 		return 0, fmt.Errorf("read template %s: %w", name, err)
 	}
-	tmp, err := os.MkdirTemp(filepath.Join(b.cfg.DataDir, "templates"), ".coldboot-")
+	tmp, err := os.MkdirTemp(b.cfg.TemplateDir, ".coldboot-")
 	if err != nil {
 		return 0, err
 	}
 	defer os.RemoveAll(tmp)
 	_ = os.Chmod(tmp, 0o755)
+	// A copy-on-write overlay on the pristine image the template was baked
+	// from: the boot writes nothing else.
 	disk := filepath.Join(tmp, "disk.qcow2")
-	// The bake overlay's own backing image is the pristine disk.
-	out, err := exec.CommandContext(ctx, "qemu-img", "info", "--output=json", rec.Disk).Output()
-	if err != nil {
-		return 0, fmt.Errorf("inspect template disk: %w", err)
-	}
-	backing := jsonField(out, "backing-filename")
-	if backing == "" {
-		return 0, fmt.Errorf("template disk %s has no backing image", rec.Disk)
-	}
-	if out, err := exec.CommandContext(ctx, "qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", backing, disk).CombinedOutput(); err != nil {
+	if out, err := exec.CommandContext(ctx, "qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", rec.Image, disk).CombinedOutput(); err != nil {
 		return 0, fmt.Errorf("create cold boot disk: %v: %s", err, out)
 	}
 	t0 := time.Now()

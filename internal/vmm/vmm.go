@@ -2,16 +2,27 @@
 // monitors through. QEMU implements it (vmm/qemu); a Firecracker or Cloud
 // Hypervisor driver would sit behind the same interface.
 //
-// Lifecycle: Boot cold-boots a VM whose RAM lives in a shared file; SaveState
-// freezes it and writes its device state, which with the RAM file makes a
-// snapshot. Restore starts a new VM from such a snapshot, its RAM mapped
-// copy-on-write. Recover re-attaches to a VM left running by an earlier
-// process. Kill ends a VM and removes everything it owned on the host.
+// Every VM's RAM and disk are files of its own, on a filesystem that can
+// reflink (see package cowfs), and the VM maps its RAM file shared: so the
+// VM's whole state is three files — RAM, disk, and the device state that
+// SaveState writes in milliseconds (RAM is not copied). Snapshots, forks,
+// hibernation and restores are reflink copies of those files, never copies
+// of the bytes.
+//
+// Lifecycle: Boot cold-boots a VM; SaveState freezes it and writes its device
+// state, which with the RAM and disk files makes a snapshot. Restore starts a
+// new VM from a snapshot's files. Recover re-attaches to a VM left running by
+// an earlier process. Kill ends a VM and removes everything it owned on the
+// host.
 package vmm
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/pandastack/pandastack"
 )
@@ -38,13 +49,53 @@ type BootSpec struct {
 	MemFile string // RAM backing file, shared: it becomes the snapshot's memory
 }
 
-// Snapshot is what a VM is restored from.
+// Names of a saved VM's files inside its directory.
+const (
+	MemFile   = "mem"
+	StateFile = "state"
+	DiskFile  = "disk.raw"
+)
+
+// Snapshot is what a VM is restored from: its three files. A restore clones
+// them (reflink), so the files stay as they are and serve any number of
+// restores.
 type Snapshot struct {
-	Key       string // identifies the snapshot (pools are kept per key)
+	Key       string // names the snapshot in logs
 	Machine   Machine
-	MemFile   string // RAM file, mapped copy-on-write by every restore
+	MemFile   string // RAM
 	StateFile string // device state
-	BaseDisk  string // disk at snapshot time (raw or qcow2, by extension); each restore gets an overlay on it
+	Disk      string // raw root disk
+}
+
+// machineFile records, next to a saved VM's files, the machine it restores on.
+const machineFile = "machine.json"
+
+// WriteMachine records m in dir, for LoadSaved.
+func WriteMachine(dir string, m Machine) error {
+	b, _ := json.Marshal(m)
+	if err := os.WriteFile(filepath.Join(dir, machineFile), b, 0o600); err != nil {
+		return fmt.Errorf("record machine: %w", err)
+	}
+	return nil
+}
+
+// LoadSaved is the snapshot a Checkpoint or Hibernate left in dir.
+func LoadSaved(dir string) (Snapshot, error) {
+	b, err := os.ReadFile(filepath.Join(dir, machineFile))
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("read saved vm: %w", err)
+	}
+	var m Machine
+	if err := json.Unmarshal(b, &m); err != nil {
+		return Snapshot{}, fmt.Errorf("read saved vm %s: %w", dir, err)
+	}
+	return Saved(dir, m), nil
+}
+
+// Saved is the snapshot kept in dir under the standard file names.
+func Saved(dir string, m Machine) Snapshot {
+	return Snapshot{Key: dir, Machine: m, MemFile: filepath.Join(dir, MemFile),
+		StateFile: filepath.Join(dir, StateFile), Disk: filepath.Join(dir, DiskFile)}
 }
 
 // VM is a running virtual machine.
@@ -73,21 +124,20 @@ type Driver interface {
 	Boot(ctx context.Context, spec BootSpec) (VM, error)
 	// Restore starts a VM from a snapshot. When it returns, the guest runs.
 	Restore(ctx context.Context, snap Snapshot) (VM, error)
-	// Hibernate saves a running VM's whole state (devices and all its RAM)
-	// and its disk into dir, then ends the VM. WakeVM restores it from dir
-	// under the same id; snap is the snapshot it was first restored from
-	// (the machine must match).
+	// Hibernate saves a running VM whole into dir (as Saved(dir, machine))
+	// and ends it; its RAM and disk files move there, nothing is copied.
+	// WakeVM restores it from dir under the same id; dir is left as it was.
 	Hibernate(ctx context.Context, v VM, dir string) error
-	WakeVM(ctx context.Context, id, dir string, snap Snapshot) (VM, error)
-	// Checkpoint saves a running VM whole (devices, RAM, a copy of its disk)
-	// into dir and lets it run on; RestoreCheckpoint starts a new VM — a fork —
-	// from dir. snap is the template snapshot the VM came from.
+	WakeVM(ctx context.Context, id string, snap Snapshot) (VM, error)
+	// Checkpoint saves a running VM whole into dir (as Saved(dir, machine)):
+	// device state plus reflink copies of its RAM and disk; the VM is paused
+	// for that time and then runs on. Restore starts forks from it.
 	Checkpoint(ctx context.Context, v VM, dir string) error
-	RestoreCheckpoint(ctx context.Context, dir string, snap Snapshot) (VM, error)
-	// Prewarm keeps n processes ready to restore snap, off the create path.
+	// Prewarm keeps n processes ready to restore snapshots of snap's
+	// machine, off the create path.
 	Prewarm(snap Snapshot, n int)
-	// Seal makes a new snapshot's files read-only for VMs (as far as the VMM
-	// allows: see the driver's doc).
+	// Seal makes a snapshot's files read-only. VMs never open them: a
+	// restore clones them into the VM's own files.
 	Seal(snap Snapshot) error
 	// Recover re-attaches to the VM with this id, if its process still runs.
 	// It returns ErrGone, after removing what was left, if it does not.
@@ -95,4 +145,19 @@ type Driver interface {
 	// List returns the ids of VMs with state on this host (running or not).
 	List() ([]string, error)
 	Close() error
+}
+
+// Network gives VMs their network device's host side. Attach makes the
+// VM's network (a tap in a namespace of its own) and returns the tap's
+// descriptor for the VMM process; Release removes it (nothing to remove is
+// not an error).
+type Network interface {
+	Attach(ctx context.Context, vmID string) (*os.File, error)
+	Release(ctx context.Context, vmID string) error
+	// Rename moves a VM's network to its new id (see Driver.WakeVM) and
+	// gives it the policy recorded under that id.
+	Rename(ctx context.Context, from, to string) error
+	// Apply gives a VM prepared ahead (pooled) the policy it must start
+	// with, before it resumes (see internal/network.WithPolicy).
+	Apply(ctx context.Context, vmID string) error
 }

@@ -20,6 +20,7 @@ type Template struct {
 	Accel     string    `json:"accel"`
 	BuiltAt   time.Time `json:"built_at"`
 	BuildMs   int64     `json:"build_ms"`
+	Version   int       `json:"version,omitempty"`
 }
 
 // Templates lists the templates sandboxes can be created from.

@@ -96,6 +96,8 @@ type request struct {
 	query  url.Values // may be nil
 	body   any        // JSON-encoded; or an io.Reader sent as-is (octet-stream)
 	accept string     // default application/json
+	// contentType overrides the body's content type.
+	contentType string
 }
 
 // send performs a request and returns the response if its status is 2xx;
@@ -121,6 +123,9 @@ func (c *Client) send(ctx context.Context, r request) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, r.method, u, body)
 	if err != nil {
 		return nil, fmt.Errorf("pandastack: %s %s: %w", r.method, r.path, err)
+	}
+	if r.contentType != "" {
+		contentType = r.contentType
 	}
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)

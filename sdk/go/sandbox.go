@@ -20,10 +20,17 @@ type Sandbox struct {
 	Env        map[string]string `json:"env,omitempty"`
 	CPUs       int               `json:"cpus"`
 	MemoryMiB  int               `json:"memory_mib"`
-	CreatedAt  time.Time         `json:"created_at"`
-	ExpiresAt  time.Time         `json:"expires_at"`
-	EndedAt    *time.Time        `json:"ended_at,omitempty"`
-	EndReason  string            `json:"end_reason,omitempty"`
+	DiskMiB    int               `json:"disk_mib,omitempty"`
+	// TemplateVersion is the version of the template build it came from.
+	TemplateVersion int        `json:"template_version,omitempty"`
+	CreatedAt       time.Time  `json:"created_at"`
+	ExpiresAt       time.Time  `json:"expires_at"`
+	EndedAt         *time.Time `json:"ended_at,omitempty"`
+	EndReason       string     `json:"end_reason,omitempty"`
+	// Network is the sandbox's network policy (nil when the server gives
+	// sandboxes no network); Domain is where its ports are served (Host).
+	Network *NetworkPolicy `json:"network,omitempty"`
+	Domain  string         `json:"domain,omitempty"`
 
 	c *Client
 }
@@ -42,6 +49,12 @@ type CreateSandboxParams struct {
 	Metadata   map[string]string // labels, usable as ListSandboxes filters
 	Env        map[string]string // environment of every command
 	Snapshot   string            // start from this snapshot instead of the template
+	// CPUs and MemoryMiB ask for another size than the template's (0: its
+	// own); the server bakes that variant once, then reuses it.
+	CPUs, MemoryMiB int
+	// DiskGiB asks for a bigger root disk than the template's (0: its own).
+	DiskGiB int
+	Network *NetworkPolicy // egress policy and public ports (nil: allow all, no public ports)
 }
 
 // CreateSandbox starts a sandbox from a template.
@@ -52,7 +65,11 @@ func (c *Client) CreateSandbox(ctx context.Context, p CreateSandboxParams) (*San
 		Metadata   map[string]string `json:"metadata,omitempty"`
 		Env        map[string]string `json:"env,omitempty"`
 		Snapshot   string            `json:"snapshot,omitempty"`
-	}{p.Template, p.TTLSeconds, p.Metadata, p.Env, p.Snapshot}
+		CPUs       int               `json:"cpus,omitempty"`
+		MemoryMiB  int               `json:"memory_mib,omitempty"`
+		DiskGiB    int               `json:"disk_gib,omitempty"`
+		Network    *NetworkPolicy    `json:"network,omitempty"`
+	}{p.Template, p.TTLSeconds, p.Metadata, p.Env, p.Snapshot, p.CPUs, p.MemoryMiB, p.DiskGiB, p.Network}
 	sb := &Sandbox{c: c}
 	if err := c.do(ctx, request{method: "POST", path: "/v1/sandboxes", body: body}, sb); err != nil {
 		return nil, err

@@ -15,7 +15,6 @@ import (
 const (
 	qmpSock   = "qmp.sock"
 	agentSock = "agent.sock"
-	diskFile  = "disk.qcow2"
 	serialLog = "serial.log"
 	qemuLog   = "qemu.log"
 	metaFile  = "vm.json"
@@ -30,13 +29,20 @@ type argSpec struct {
 	dir        string
 	accel      pandastack.Accel
 	m          vmm.Machine
-	memFile    string
-	shared     bool
+	memFile    string // mapped shared: the VM's RAM is this file
 	disk       string
 	diskFormat string
+	diskCache  string // QEMU cache mode of the root disk
+	diskFD     bool   // the disk is passed open, read-write as fd 3 and read-only as fd 4
 	incoming   bool
-	romOff     bool
 }
+
+// The root disk of a restored VM is passed to QEMU open, in an fd set (one
+// read-write and one read-only descriptor: QEMU opens it both ways), not by
+// path: QEMU reopens its disk when it resumes after a migration,
+// and a VM's directory may have been renamed by then (a wake keeps the
+// sandbox's id).
+const diskFDSet = "/dev/fdset/1"
 
 func buildArgs(s argSpec) []string {
 	accel := "tcg,thread=multi"
@@ -47,15 +53,17 @@ func buildArgs(s argSpec) []string {
 	if cpu == "" {
 		cpu = CPUModel(s.accel)
 	}
-	// A restore maps the template's RAM file privately: writes land in the
-	// clone's own anonymous pages, never in the file. QEMU >= 8.2 can also
-	// open it read-only (rom=off keeps the guest RAM writable).
-	share := "off"
-	if s.romOff {
-		share = "off,readonly=on,rom=off"
+	cache := s.diskCache
+	if cache == "" {
+		cache = "writeback"
 	}
-	if s.shared {
-		share = "on"
+	disk := s.disk
+	var pre []string
+	if s.diskFD {
+		pre = []string{"-add-fd", "fd=3,set=1,opaque=disk-rw", "-add-fd", "fd=4,set=1,opaque=disk-ro"}
+		// The file is this VM's alone; QEMU's image locks would only make
+		// its own two descriptors conflict when it reactivates the disk.
+		disk = diskFDSet + ",file.locking=off"
 	}
 	args := []string{
 		"-name", filepath.Base(s.dir),
@@ -64,14 +72,14 @@ func buildArgs(s argSpec) []string {
 		"-cpu", cpu,
 		"-smp", fmt.Sprint(s.m.CPUs),
 		"-m", fmt.Sprintf("%dM", s.m.MemoryMiB),
-		"-object", fmt.Sprintf("memory-backend-file,id=mem,size=%dM,mem-path=%s,share=%s", s.m.MemoryMiB, s.memFile, share),
+		"-object", fmt.Sprintf("memory-backend-file,id=mem,size=%dM,mem-path=%s,share=on", s.m.MemoryMiB, s.memFile),
 		"-nodefaults", "-no-user-config", "-nographic", "-no-reboot",
 		"-kernel", s.m.Kernel,
 		"-initrd", s.m.Initrd,
 		"-append", s.m.Cmdline,
 		"-chardev", "file,id=serial,path=" + filepath.Join(s.dir, serialLog),
 		"-serial", "chardev:serial",
-		"-drive", fmt.Sprintf("id=root,file=%s,format=%s,if=none,discard=unmap,cache=writeback", s.disk, s.diskFormat),
+		"-drive", fmt.Sprintf("id=root,file=%s,format=%s,if=none,discard=unmap,cache=%s", disk, s.diskFormat, cache),
 		"-device", "virtio-blk-device,drive=root",
 		"-device", "virtio-serial-device,max_ports=2",
 		"-chardev", "socket,id=agent,path=" + filepath.Join(s.dir, agentSock) + ",server=on,wait=off",
@@ -82,7 +90,7 @@ func buildArgs(s argSpec) []string {
 	if s.incoming {
 		args = append(args, "-incoming", "defer")
 	}
-	return args
+	return append(pre, args...)
 }
 
 // DefaultCmdline is the guest kernel command line for PandaStack images.
@@ -132,4 +140,20 @@ func CPUModel(accel pandastack.Accel) string {
 		return "host"
 	}
 	return "qemu64,+ssse3,+sse4.1,+sse4.2,+popcnt"
+}
+
+// guestMAC is the NIC's address in every VM: clones keep it (each lives in
+// a network namespace of its own, see internal/network).
+const guestMAC = "02:50:53:00:00:02"
+
+// nicArgs is the guest's virtio-net NIC. Every VM has it, so snapshots
+// restore with the same devices whether or not the host gives it a network:
+// with a tap (tapFD >= 0, a descriptor passed to QEMU) it is the backend;
+// without, the NIC has no peer (the link stays down). The tap is opened
+// without a vnet header, so the negotiated features are the same.
+func nicArgs(tapFD int) []string {
+	if tapFD < 0 {
+		return []string{"-device", "virtio-net-device,mac=" + guestMAC}
+	}
+	return []string{"-netdev", fmt.Sprintf("tap,id=net0,fd=%d", tapFD), "-device", "virtio-net-device,netdev=net0,mac=" + guestMAC}
 }

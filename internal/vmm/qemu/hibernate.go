@@ -7,19 +7,14 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/pandastack/pandastack/internal/cowfs"
 	"github.com/pandastack/pandastack/internal/vmm"
 )
 
-// Files of a hibernated VM.
-const (
-	hibState = "state"
-	hibDisk  = "disk.qcow2"
-)
-
-// Hibernate stops the guest, streams its device state and all of its RAM
-// (the restored VM's RAM is private, so the migration carries it; zero
-// pages cost nothing) into dir, moves the disk overlay there, and ends the
-// process.
+// Hibernate stops the guest, writes its device state into dir, ends the
+// process and moves its RAM and disk files there: nothing is copied. The
+// kernel is asked to start writing the RAM file back at once, so its pages
+// become clean, reclaimable cache rather than memory held by the sandbox.
 func (d *Driver) Hibernate(ctx context.Context, v vmm.VM, dir string) error {
 	q := v.(*vm)
 	tmp := dir + ".tmp"
@@ -32,10 +27,12 @@ func (d *Driver) Hibernate(ctx context.Context, v vmm.VM, dir string) error {
 		_ = q.q.run(context.Background(), "cont", nil, nil) // keep the sandbox running
 		return fmt.Errorf("hibernate %s: %w", q.id, err)
 	}
-	if err := q.SaveState(ctx, filepath.Join(tmp, hibState)); err != nil {
+	if err := vmm.WriteMachine(tmp, q.machine); err != nil {
 		return fail(err)
 	}
-	// The migration flushed the disk; the process can go.
+	if err := q.SaveState(ctx, filepath.Join(tmp, vmm.StateFile)); err != nil {
+		return fail(err)
+	}
 	q.Release()
 	_ = syscallKill(q.pid)
 	select {
@@ -43,41 +40,31 @@ func (d *Driver) Hibernate(ctx context.Context, v vmm.VM, dir string) error {
 	case <-time.After(10 * time.Second):
 		return fail(fmt.Errorf("qemu %d did not exit", q.pid))
 	}
-	if err := os.Rename(filepath.Join(q.dir, diskFile), filepath.Join(tmp, hibDisk)); err != nil {
-		return fmt.Errorf("hibernate %s: keep disk: %w", q.id, err)
-	}
-	if err := os.Rename(tmp, dir); err != nil {
-		return fmt.Errorf("hibernate %s: %w", q.id, err)
-	}
 	q.mu.Lock()
 	q.killed = true
 	q.mu.Unlock()
 	d.releaseUID(q.uid)
+	for _, f := range []struct{ from, to string }{{q.mem, vmm.MemFile}, {q.disk, vmm.DiskFile}} {
+		to := filepath.Join(tmp, f.to)
+		if err := os.Rename(f.from, to); err != nil {
+			return fmt.Errorf("hibernate %s: keep %s: %w", q.id, f.to, err)
+		}
+		_ = os.Chown(to, os.Getuid(), os.Getgid())
+		_ = os.Chmod(to, 0o600)
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		return fmt.Errorf("hibernate %s: %w", q.id, err)
+	}
+	cowfs.StartWriteback(filepath.Join(dir, vmm.MemFile))
 	return os.RemoveAll(q.dir)
 }
 
-// WakeVM starts the VM again from what Hibernate kept in dir.
-func (d *Driver) WakeVM(ctx context.Context, id, dir string, snap vmm.Snapshot) (vmm.VM, error) {
-	vdir := filepath.Join(d.cfg.Dir, id)
-	if err := os.MkdirAll(vdir, 0o700); err != nil {
-		return nil, fmt.Errorf("wake: %w", err)
-	}
-	disk := filepath.Join(vdir, diskFile)
-	if err := os.Rename(filepath.Join(dir, hibDisk), disk); err != nil {
-		return nil, fmt.Errorf("wake %s: take disk: %w", id, err)
-	}
-	putBack := func() { _ = os.Rename(disk, filepath.Join(dir, hibDisk)) }
-	full := snap
-	full.StateFile = filepath.Join(dir, hibState)
-	v, err := d.prepareAt(ctx, id, full, disk)
+// WakeVM starts the VM again, under its old id, from what Hibernate kept in
+// the snapshot's directory (snap = vmm.Saved(dir, machine)). The directory is
+// left as it was: the caller removes it once the VM answers.
+func (d *Driver) WakeVM(ctx context.Context, id string, snap vmm.Snapshot) (vmm.VM, error) {
+	v, err := d.restore(ctx, snap, id)
 	if err != nil {
-		putBack()
-		os.RemoveAll(vdir)
-		return nil, err
-	}
-	if err := d.load(ctx, v); err != nil {
-		putBack()
-		v.Kill(context.Background())
 		return nil, fmt.Errorf("wake %s: %w", id, err)
 	}
 	return v, nil

@@ -2,46 +2,75 @@ package qemu
 
 import (
 	"context"
+	"os"
 	"sync"
 	"time"
 
 	"github.com/pandastack/pandastack/internal/vmm"
 )
 
-// pool keeps QEMU processes for one snapshot ready to load it.
+// pool keeps QEMU processes ready for one snapshot (a template): each has
+// its RAM and disk files already cloned from it and its RAM read into the
+// page cache, so a restore of that snapshot only loads device state. A
+// restore of another snapshot of the same shape (machine and disk size) may
+// take one too and clone its own files over them.
 type pool struct {
-	snap    vmm.Snapshot
-	target  int
-	mu      sync.Mutex
-	ready   []*vm
-	filling bool
+	snap     vmm.Snapshot
+	shape    string // machineKey
+	diskSize int64
+	target   int
+	mu       sync.Mutex
+	ready    []*vm
+	filling  bool
 }
 
 // Prewarm keeps n prepared processes for snap (0 stops refilling; what is
 // ready stays until used or Close).
 func (d *Driver) Prewarm(snap vmm.Snapshot, n int) {
-	p := d.pool(snap)
+	st, err := os.Stat(snap.Disk)
+	if err != nil {
+		d.log.Warn("prewarm: no disk", "snapshot", snap.Key, "err", err)
+		return
+	}
+	d.mu.Lock()
+	p := d.pools[snap.Key]
+	if p == nil {
+		p = &pool{snap: snap, shape: machineKey(snap.Machine, st.Size()), diskSize: st.Size()}
+		d.pools[snap.Key] = p
+	}
+	d.mu.Unlock()
 	p.mu.Lock()
 	p.target = n
 	p.mu.Unlock()
 	d.fill(p)
 }
 
-func (d *Driver) pool(snap vmm.Snapshot) *pool {
+// take hands out a prepared process for snap: one preloaded with it if
+// ready, else one of the same shape, else nil.
+func (d *Driver) take(snap vmm.Snapshot, diskSize int64) *vm {
+	shape := machineKey(snap.Machine, diskSize)
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	p := d.pools[snap.Key]
-	if p == nil {
-		p = &pool{snap: snap}
-		d.pools[snap.Key] = p
+	cands := []*pool{}
+	if p := d.pools[snap.Key]; p != nil && p.shape == shape {
+		cands = append(cands, p)
 	}
-	return p
+	for _, p := range d.pools {
+		if p.shape == shape && p.snap.Key != snap.Key {
+			cands = append(cands, p)
+		}
+	}
+	d.mu.Unlock()
+	for _, p := range cands {
+		if v := p.pop(); v != nil {
+			d.fill(p)
+			return v
+		}
+	}
+	return nil
 }
 
-// take hands out a prepared process, if one is ready and alive.
-func (d *Driver) take(snap vmm.Snapshot) *vm {
-	p := d.pool(snap)
-	defer d.fill(p)
+// pop takes a live process out of the pool.
+func (p *pool) pop() *vm {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for len(p.ready) > 0 {
@@ -80,7 +109,7 @@ func (d *Driver) fill(p *pool) {
 			}
 			p.mu.Unlock()
 			ctx, cancel := context.WithTimeout(d.ctx, waitTimeout)
-			v, err := d.prepare(ctx, p.snap)
+			v, err := d.prepare(ctx, p.snap.Machine, p.diskSize, &p.snap)
 			cancel()
 			if err != nil {
 				failures++

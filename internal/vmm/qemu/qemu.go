@@ -1,20 +1,25 @@
 // Package qemu implements vmm.Driver with QEMU's microvm machine.
 //
-// Snapshots use QEMU's "VM templating": the template's RAM is a file that the
-// baking VM maps shared; saving writes only device state (x-ignore-shared).
-// A restore maps the same file privately, so every clone shares the page
-// cache and copies a page only when it writes it. Restores are made from a
-// pool of QEMU processes already started with "-incoming defer", their QMP
-// and agent sockets connected, so a create pays only for loading ~60 KB of
-// device state and resuming the guest.
+// Every VM maps its RAM from a file of its own (memory-backend-file,
+// share=on) and has a raw disk file of its own, both on a reflink-capable
+// filesystem (package cowfs). Saving a VM writes only its device state
+// (migration with x-ignore-shared: ~60 KB, milliseconds); its RAM is already
+// in its file. Restores come from a pool of QEMU processes started ahead with
+// "-incoming defer" on empty files of the right machine and size, their QMP
+// and agent sockets connected: a restore reflinks the snapshot's RAM and disk
+// into the process's files (the kernel drops the stale mapping), passes the
+// device state, and resumes. Template creates, snapshot restores, wakes and
+// forks all take that one path.
 //
 // Each QEMU runs as its own unprivileged uid, in its own session, under
-// QEMU's seccomp policy (-sandbox on, no spawning, no privilege changes).
+// QEMU's seccomp policy (-sandbox on, no spawning, no privilege changes). VMs
+// never open snapshot files: those stay readable by the server alone.
 package qemu
 
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -29,6 +34,7 @@ import (
 	"time"
 
 	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/cowfs"
 	"github.com/pandastack/pandastack/internal/vmm"
 )
 
@@ -40,6 +46,9 @@ type Config struct {
 	// UIDBase is the first uid VMs run as; 0 runs QEMU as the caller.
 	UIDBase int
 	Logger  *slog.Logger
+	// Network, if set, gives each VM's NIC a tap (see internal/network);
+	// without it the NIC has no peer.
+	Network vmm.Network
 }
 
 // DefaultUIDBase is where per-VM uids start when running as root.
@@ -50,9 +59,7 @@ type Driver struct {
 	cfg    Config
 	log    *slog.Logger
 	groups []uint32
-	// romOff: QEMU can map a read-only RAM file privately and writably
-	// (readonly=on,rom=off, QEMU >= 8.2). Older QEMU opens it read-write.
-	romOff bool
+	nice   string // the nice binary
 
 	fills sync.WaitGroup // pool refills in flight
 	mu    sync.Mutex
@@ -88,11 +95,15 @@ func New(cfg Config) (*Driver, error) {
 			return nil, err
 		}
 	}
-	d := &Driver{cfg: cfg, log: cfg.Logger, uids: map[int]bool{}, pools: map[string]*pool{}}
-	d.ctx, d.stop = context.WithCancel(context.Background())
-	if out, err := exec.Command(bin, "-object", "memory-backend-file,help").CombinedOutput(); err == nil {
-		d.romOff = strings.Contains(string(out), "rom=")
+	if !cowfs.Supported(cfg.Dir) {
+		return nil, fmt.Errorf("vm dir %s cannot reflink: VM files must be on XFS (reflink=1) or btrfs (see package cowfs)", cfg.Dir)
 	}
+	nice, err := exec.LookPath("nice")
+	if err != nil {
+		return nil, fmt.Errorf("find nice (coreutils): %w", err)
+	}
+	d := &Driver{cfg: cfg, log: cfg.Logger, nice: nice, uids: map[int]bool{}, pools: map[string]*pool{}}
+	d.ctx, d.stop = context.WithCancel(context.Background())
 	if cfg.UIDBase > 0 {
 		d.groups = append(d.groups, uint32(vmGroup(cfg.UIDBase)))
 	}
@@ -149,77 +160,87 @@ func (d *Driver) Boot(ctx context.Context, spec vmm.BootSpec) (vmm.VM, error) {
 		return nil, fmt.Errorf("size memory file: %w", err)
 	}
 	args := buildArgs(argSpec{dir: filepath.Join(d.cfg.Dir, spec.ID), accel: d.cfg.Accel, m: spec.Machine,
-		memFile: spec.MemFile, shared: true, disk: spec.Disk, diskFormat: diskFormat(spec.Disk)})
+		memFile: spec.MemFile, disk: spec.Disk, diskFormat: diskFormat(spec.Disk)})
 	// The booting VM writes its disk and RAM file: hand them to its uid.
-	uidHint := d.peekUID()
+	uid := d.allocUID()
 	for _, p := range []string{spec.MemFile, spec.Disk} {
-		if uidHint > 0 {
-			if err := os.Chown(p, uidHint, uidHint); err != nil {
+		if uid > 0 {
+			if err := os.Chown(p, uid, uid); err != nil {
+				d.releaseUID(uid)
 				return nil, fmt.Errorf("chown %s: %w", p, err)
 			}
 		}
 	}
-	v, err := d.start(ctx, spec.ID, args, "")
+	v, err := d.start(ctx, spec.ID, uid, args, "", spec.Machine)
 	if err != nil {
 		return nil, err
 	}
-	if v.uid != uidHint {
-		v.Kill(context.Background())
-		return nil, fmt.Errorf("boot: uid changed during start, retry")
-	}
+	v.mem, v.disk = spec.MemFile, spec.Disk
 	return v, nil
 }
 
-// peekUID returns the uid the next start will get.
-func (d *Driver) peekUID() int {
-	if d.cfg.UIDBase <= 0 {
-		return 0
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for i := 0; ; i++ {
-		if uid := d.cfg.UIDBase + i; !d.uids[uid] {
-			return uid
-		}
-	}
-}
-
-// prepare starts a QEMU process waiting for an incoming snapshot, with a disk
-// overlay of its own, the state file passed and the agent socket connected.
-func (d *Driver) prepare(ctx context.Context, snap vmm.Snapshot) (*vm, error) {
+// prepare starts a QEMU process for machine m with a disk of diskSize
+// bytes, waiting for an incoming snapshot: its RAM and disk files exist and
+// are mapped and opened, its agent socket is connected. With preload, the
+// files are clones of that snapshot's and the RAM is read into the page
+// cache (off the create path, in a pool); without, they are empty.
+func (d *Driver) prepare(ctx context.Context, m vmm.Machine, diskSize int64, preload *vmm.Snapshot) (*vm, error) {
 	id := newID()
 	dir := filepath.Join(d.cfg.Dir, id)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create vm dir: %w", err)
 	}
-	disk := filepath.Join(dir, diskFile)
-	out, err := exec.CommandContext(ctx, "qemu-img", "create", "-q", "-f", "qcow2", "-F", diskFormat(snap.BaseDisk), "-b", snap.BaseDisk, disk).CombinedOutput()
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("create disk overlay: %v: %s", err, strings.TrimSpace(string(out)))
-	}
-	v, err := d.prepareAt(ctx, id, snap, disk)
-	if err != nil {
+	mem, disk := filepath.Join(dir, vmm.MemFile), filepath.Join(dir, vmm.DiskFile)
+	uid := d.allocUID()
+	cleanup := func() {
+		d.releaseUID(uid)
 		os.RemoveAll(dir)
 	}
-	return v, err
-}
-
-// prepareAt starts QEMU for VM id on disk (inside its directory), waiting
-// for snap's state.
-func (d *Driver) prepareAt(ctx context.Context, id string, snap vmm.Snapshot, disk string) (*vm, error) {
-	uid := d.peekUID()
-	if uid > 0 {
-		_ = os.Chown(disk, uid, uid)
+	for _, f := range []struct {
+		path, from string
+		size       int64
+	}{{mem, "", int64(m.MemoryMiB) << 20}, {disk, "", diskSize}} {
+		if preload != nil {
+			f.from = preload.MemFile
+			if f.path == disk {
+				f.from = preload.Disk
+			}
+		}
+		if err := makeFile(f.path, f.from, f.size, uid); err != nil {
+			cleanup()
+			return nil, err
+		}
 	}
-	args := buildArgs(argSpec{dir: filepath.Join(d.cfg.Dir, id), accel: d.cfg.Accel, m: snap.Machine, memFile: snap.MemFile,
-		disk: disk, diskFormat: "qcow2", incoming: true, romOff: d.romOff})
-	v, err := d.start(ctx, id, args, snap.Key)
+	if preload != nil {
+		if err := cowfs.Prefetch(mem); err != nil {
+			cleanup()
+			return nil, err
+		}
+	}
+	// The root disk dies with the sandbox: guest flushes need not reach the
+	// host's disk (a reflink copy flushes what it needs itself).
+	args := buildArgs(argSpec{dir: dir, accel: d.cfg.Accel, m: m, memFile: mem,
+		disk: disk, diskFormat: "raw", diskCache: "unsafe", diskFD: true, incoming: true})
+	rw, err := os.OpenFile(disk, os.O_RDWR, 0)
 	if err != nil {
+		cleanup()
+		return nil, fmt.Errorf("open disk: %w", err)
+	}
+	defer rw.Close()
+	ro, err := os.Open(disk)
+	if err != nil {
+		cleanup()
+		return nil, fmt.Errorf("open disk: %w", err)
+	}
+	defer ro.Close()
+	v, err := d.start(ctx, id, uid, args, machineKey(m, diskSize), m, rw, ro)
+	if err != nil {
+		os.RemoveAll(dir)
 		return nil, err
 	}
-	if v.uid != uid && v.uid > 0 {
-		_ = os.Chown(disk, v.uid, v.uid)
+	v.mem, v.disk, v.diskSize = mem, disk, diskSize
+	if preload != nil {
+		v.loaded = preload.MemFile + "\x00" + preload.Disk
 	}
 	fail := func(err error) (*vm, error) {
 		v.Kill(context.Background())
@@ -230,14 +251,6 @@ func (d *Driver) prepareAt(ctx context.Context, id string, snap vmm.Snapshot, di
 	if err := v.q.run(ctx, "migrate-set-capabilities", caps, nil); err != nil {
 		return fail(err)
 	}
-	sf, err := os.Open(snap.StateFile)
-	if err != nil {
-		return fail(fmt.Errorf("open state file: %w", err))
-	}
-	v.stateFile = sf
-	if err := v.q.runFD(ctx, "getfd", map[string]any{"fdname": "state"}, nil, int(sf.Fd())); err != nil {
-		return fail(err)
-	}
 	// Connecting before the state is loaded means the restored guest never
 	// sees its host disconnect: its pending read simply gets the new Hello.
 	if v.agent, err = v.AgentConn(ctx); err != nil {
@@ -246,18 +259,91 @@ func (d *Driver) prepareAt(ctx context.Context, id string, snap vmm.Snapshot, di
 	return v, nil
 }
 
-// Restore starts a VM from snap, from the pool when one is ready.
+// makeFile creates a file of size bytes owned by uid: a clone of from, or
+// empty and sparse.
+func makeFile(path, from string, size int64, uid int) error {
+	if from != "" {
+		if err := cowfs.Clone(path, from, 0o600); err != nil {
+			return err
+		}
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", filepath.Base(path), err)
+	}
+	defer f.Close()
+	if err := f.Truncate(size); err != nil {
+		return fmt.Errorf("size %s: %w", filepath.Base(path), err)
+	}
+	if uid > 0 {
+		if err := f.Chown(uid, uid); err != nil {
+			return fmt.Errorf("chown %s: %w", filepath.Base(path), err)
+		}
+	}
+	return nil
+}
+
+// machineKey names the pool that can restore snapshots of machine m with a
+// disk of diskSize bytes.
+func machineKey(m vmm.Machine, diskSize int64) string {
+	b, _ := json.Marshal(m)
+	h := sha256.Sum256(append(b, fmt.Sprint(diskSize)...))
+	return hex.EncodeToString(h[:8])
+}
+
+// Restore starts a VM from snap, in a pooled process when one is ready.
 func (d *Driver) Restore(ctx context.Context, snap vmm.Snapshot) (vmm.VM, error) {
-	v := d.take(snap)
+	return d.restore(ctx, snap, "")
+}
+
+// restore starts a VM from snap; a non-empty id renames it (a wake keeps
+// the sandbox's id).
+func (d *Driver) restore(ctx context.Context, snap vmm.Snapshot, id string) (*vm, error) {
+	st, err := os.Stat(snap.Disk)
+	if err != nil {
+		return nil, fmt.Errorf("restore %s: %w", snap.Key, err)
+	}
+	v := d.take(snap, st.Size())
 	if v == nil {
-		var err error
-		if v, err = d.prepare(ctx, snap); err != nil {
+		if v, err = d.prepare(ctx, snap.Machine, st.Size(), nil); err != nil {
 			return nil, fmt.Errorf("prepare qemu: %w", err)
 		}
 	}
-	if err := d.load(ctx, v); err != nil {
+	fail := func(err error) (*vm, error) {
 		v.Kill(context.Background())
 		return nil, err
+	}
+	if id != "" {
+		if err := v.rename(id); err != nil {
+			return fail(err)
+		}
+	}
+	// The process has not touched its RAM yet: cloning into the mapped
+	// file is safe, and the mapping shows the snapshot from here on.
+	if v.loaded != snap.MemFile+"\x00"+snap.Disk {
+		if err := cowfs.CloneInto(v.mem, snap.MemFile); err != nil {
+			return fail(fmt.Errorf("restore %s: %w", snap.Key, err))
+		}
+		if err := cowfs.CloneInto(v.disk, snap.Disk); err != nil {
+			return fail(fmt.Errorf("restore %s: %w", snap.Key, err))
+		}
+		cowfs.Readahead(v.mem)
+	}
+	if d.cfg.Network != nil {
+		if err := d.cfg.Network.Apply(ctx, v.id); err != nil {
+			return fail(fmt.Errorf("restore %s: %w", snap.Key, err))
+		}
+	}
+	sf, err := os.Open(snap.StateFile)
+	if err != nil {
+		return fail(fmt.Errorf("open state file: %w", err))
+	}
+	defer sf.Close()
+	if err := v.q.runFD(ctx, "getfd", map[string]any{"fdname": "state"}, nil, int(sf.Fd())); err != nil {
+		return fail(fmt.Errorf("pass state file: %w", err))
+	}
+	if err := d.load(ctx, v); err != nil {
+		return fail(fmt.Errorf("restore %s: %w", snap.Key, err))
 	}
 	return v, nil
 }
@@ -281,12 +367,6 @@ func (d *Driver) load(ctx context.Context, v *vm) error {
 		return fmt.Errorf("resume: %w", err)
 	}
 	d.log.Debug("restored", "vm", v.id, "load_ms", t1.Sub(t0).Seconds()*1000, "cont_ms", time.Since(t1).Seconds()*1000)
-	v.mu.Lock()
-	if v.stateFile != nil {
-		v.stateFile.Close()
-		v.stateFile = nil
-	}
-	v.mu.Unlock()
 	return nil
 }
 
@@ -301,7 +381,7 @@ func (d *Driver) Recover(ctx context.Context, id string) (vmm.VM, error) {
 		err = json.Unmarshal(b, &m)
 	}
 	gone := func() (vmm.VM, error) {
-		if m.PID > 0 && isOurQEMU(m.PID, id) {
+		if m.PID > 0 && isOurQEMU(m.PID, m.name()) {
 			_ = syscall.Kill(m.PID, syscall.SIGKILL)
 		}
 		if err := os.RemoveAll(dir); err != nil {
@@ -309,10 +389,14 @@ func (d *Driver) Recover(ctx context.Context, id string) (vmm.VM, error) {
 		}
 		return nil, vmm.ErrGone
 	}
-	if err != nil || m.PID <= 0 || !isOurQEMU(m.PID, id) {
+	if err != nil || m.PID <= 0 || !isOurQEMU(m.PID, m.name()) {
 		return gone()
 	}
-	v := &vm{d: d, id: id, dir: dir, uid: m.UID, pid: m.PID, exited: make(chan struct{})}
+	v := &vm{d: d, id: id, dir: dir, uid: m.UID, pid: m.PID, exited: make(chan struct{}), name: m.name(), machine: m.Machine,
+		mem: filepath.Join(dir, vmm.MemFile), disk: filepath.Join(dir, vmm.DiskFile)}
+	if st, err := os.Stat(v.disk); err == nil {
+		v.diskSize = st.Size()
+	}
 	if err := watchPID(m.PID, v.exited); err != nil {
 		return gone()
 	}
@@ -334,14 +418,22 @@ func (d *Driver) Recover(ctx context.Context, id string) (vmm.VM, error) {
 	return v, nil
 }
 
-// isOurQEMU checks that pid is a QEMU process started for VM id.
-func isOurQEMU(pid int, id string) bool {
+// isOurQEMU checks that pid is a QEMU process started with -name name.
+func isOurQEMU(pid int, name string) bool {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 	if err != nil {
 		return false
 	}
 	args := strings.Split(string(b), "\x00")
-	return len(args) > 2 && strings.Contains(args[0], "qemu") && args[1] == "-name" && args[2] == id
+	if len(args) < 3 || !strings.Contains(args[0], "qemu") {
+		return false
+	}
+	for i := 1; i+1 < len(args); i++ {
+		if args[i] == "-name" {
+			return args[i+1] == name
+		}
+	}
+	return false
 }
 
 // List returns the VM directories on this host.
@@ -401,30 +493,28 @@ func reachable(dir string) error {
 	}
 }
 
-// vmGroup is the group every VM process has: it may read (and, on QEMU
-// older than 8.2, open read-write) snapshot memory files.
+// vmGroup is the group every VM process has (for /dev/kvm and the VM
+// directory tree).
 func vmGroup(uidBase int) int { return uidBase - 1 }
 
-// Seal makes a snapshot's files read-only for everyone but the VM group, as
-// far as this QEMU allows: with rom=off support the RAM file is read-only
-// for VMs too; older QEMU opens it read-write even though it maps it
-// privately, so the group may write it (a limit stated by doctor).
+// Seal makes a snapshot's files read-only. Restored VMs never open them (a
+// restore clones them into files of the VM's own); the disk stays readable
+// by the VM group, because a cold boot may chain a qcow2 overlay on it (a
+// custom template's build steps).
 func (d *Driver) Seal(snap vmm.Snapshot) error {
 	gid := 0
 	if d.cfg.UIDBase > 0 {
 		gid = vmGroup(d.cfg.UIDBase)
 	}
-	for _, f := range []string{snap.StateFile, snap.BaseDisk, snap.MemFile} {
-		mode := os.FileMode(0o440)
-		if f == snap.MemFile && !d.romOff {
-			mode = 0o660
+	for _, f := range []string{snap.StateFile, snap.Disk, snap.MemFile} {
+		mode := os.FileMode(0o400)
+		if f == snap.Disk {
+			mode = 0o440
 		}
 		if os.Getuid() == 0 {
 			if err := os.Chown(f, 0, gid); err != nil {
 				return fmt.Errorf("seal %s: %w", f, err)
 			}
-		} else {
-			mode |= 0o600
 		}
 		if err := os.Chmod(f, mode); err != nil {
 			return fmt.Errorf("seal %s: %w", f, err)
@@ -432,10 +522,6 @@ func (d *Driver) Seal(snap vmm.Snapshot) error {
 	}
 	return nil
 }
-
-// ReadOnlyRAM reports whether restored VMs get the template RAM file
-// read-only (QEMU >= 8.2) rather than read-write.
-func (d *Driver) ReadOnlyRAM() bool { return d.romOff }
 
 // waitTimeout is how long a pool refill may take for one process.
 const waitTimeout = 30 * time.Second

@@ -3,6 +3,7 @@ package qemu_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pandastack/pandastack/internal/cowfs"
 	"github.com/pandastack/pandastack/internal/guestconn"
 	"github.com/pandastack/pandastack/internal/store/sqlite"
 	"github.com/pandastack/pandastack/internal/templates"
@@ -28,7 +30,31 @@ var (
 	snap     vmm.Snapshot
 	setupErr error
 	dataDir  string
+	cowDir   string // the copy-on-write filesystem VM files live on
 )
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if cowDir != "" {
+		if err := cowfs.Unmount(cowDir); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+		os.RemoveAll(dataDir)
+	}
+	os.Exit(code)
+}
+
+// vmDir is a fresh directory for a driver's VMs on the copy-on-write
+// filesystem.
+func vmDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp(cowDir, "vms-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
 
 // template bakes the minimal template once for the package.
 func template(t *testing.T) vmm.Snapshot {
@@ -47,6 +73,12 @@ func template(t *testing.T) vmm.Snapshot {
 			return
 		}
 		_ = os.Chmod(dataDir, 0o711)
+		fs, err := cowfs.Open(context.Background(), filepath.Join(dataDir, "cow"), cowfs.Options{Size: 16 << 30})
+		if err != nil {
+			setupErr = err
+			return
+		}
+		cowDir = fs.Dir()
 		agentDir, err := os.MkdirTemp("", "ps-agent-")
 		if err != nil {
 			setupErr = err
@@ -65,12 +97,12 @@ func template(t *testing.T) vmm.Snapshot {
 			setupErr = err
 			return
 		}
-		b, err := templates.New(templates.Config{DataDir: dataDir, CacheDir: cache, Store: store, AgentPath: bin})
+		b, err := templates.New(templates.Config{DataDir: dataDir, CacheDir: cache, TemplateDir: filepath.Join(cowDir, "templates"), Store: store, AgentPath: bin})
 		if err != nil {
 			setupErr = err
 			return
 		}
-		drv, err := qemu.New(qemu.Config{Dir: filepath.Join(dataDir, "vms"), UIDBase: qemu.DefaultUIDBase})
+		drv, err := qemu.New(qemu.Config{Dir: filepath.Join(cowDir, "vms"), UIDBase: qemu.DefaultUIDBase})
 		if err != nil {
 			setupErr = err
 			return
@@ -140,7 +172,7 @@ func ping(t *testing.T, v vmm.VM) {
 
 func TestRestoreRunsAsItsOwnUser(t *testing.T) {
 	s := template(t)
-	dir := t.TempDir()
+	dir := vmDir(t)
 	d := newDriver(t, dir)
 	defer d.Close()
 	v, err := d.Restore(context.Background(), s)
@@ -163,7 +195,7 @@ func TestRestoreRunsAsItsOwnUser(t *testing.T) {
 
 func TestFailedRestoreLeavesNothing(t *testing.T) {
 	s := template(t)
-	dir := t.TempDir()
+	dir := vmDir(t)
 	d := newDriver(t, dir)
 	defer d.Close()
 	bad := s
@@ -187,7 +219,7 @@ func TestFailedRestoreLeavesNothing(t *testing.T) {
 
 func TestRecoverAfterRestart(t *testing.T) {
 	s := template(t)
-	dir := t.TempDir()
+	dir := vmDir(t)
 	d1 := newDriver(t, dir)
 	v, err := d1.Restore(context.Background(), s)
 	if err != nil {
@@ -221,7 +253,7 @@ func TestRecoverAfterRestart(t *testing.T) {
 
 func TestPoolIsKilledOnClose(t *testing.T) {
 	s := template(t)
-	dir := t.TempDir()
+	dir := vmDir(t)
 	d := newDriver(t, dir)
 	d.Prewarm(s, 2)
 	deadline := time.Now().Add(30 * time.Second)
@@ -245,17 +277,13 @@ func TestPoolIsKilledOnClose(t *testing.T) {
 
 func TestSnapshotFilesAreSealed(t *testing.T) {
 	s := template(t)
-	for _, f := range []string{s.StateFile, s.BaseDisk} {
+	for _, f := range []string{s.StateFile, s.Disk, s.MemFile} {
 		st, err := os.Stat(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.Mode().Perm()&0o222 != 0 {
-			t.Errorf("%s is writable: %v", f, st.Mode())
+		if st.Mode().Perm()&0o337 != 0 {
+			t.Errorf("%s has mode %v: want it read-only, and not readable by others", f, st.Mode())
 		}
-	}
-	st, _ := os.Stat(s.MemFile)
-	if st.Mode().Perm()&0o002 != 0 {
-		t.Errorf("memory file is world-writable: %v", st.Mode())
 	}
 }

@@ -19,30 +19,48 @@ import (
 	"github.com/pandastack/pandastack/internal/vmm"
 )
 
+// vmNice is the scheduling niceness of VM processes.
+const vmNice = 19
+
 // meta is what a VM directory records about its process, for Recover.
 type meta struct {
-	ID      string    `json:"id"`
-	PID     int       `json:"pid"`
-	UID     int       `json:"uid"`
-	Snap    string    `json:"snapshot,omitempty"`
-	Started time.Time `json:"started"`
+	ID      string      `json:"id"`
+	Name    string      `json:"name,omitempty"` // QEMU's -name: the id it was started under
+	PID     int         `json:"pid"`
+	UID     int         `json:"uid"`
+	Snap    string      `json:"snapshot,omitempty"`
+	Machine vmm.Machine `json:"machine"`
+	Started time.Time   `json:"started"`
+}
+
+func (m meta) name() string {
+	if m.Name != "" {
+		return m.Name
+	}
+	return m.ID
 }
 
 // vm is one QEMU process.
 type vm struct {
-	d      *Driver
-	id     string
-	dir    string
-	uid    int
-	pid    int
-	cmd    *exec.Cmd // nil for a recovered VM
-	q      *qmp
-	exited chan struct{}
+	d        *Driver
+	id       string
+	name     string // QEMU's -name (the id it was started under)
+	dir      string
+	mem      string // RAM file, mapped shared
+	disk     string // root disk file
+	diskSize int64
+	loaded   string // snapshot files the RAM and disk were cloned from at prepare
+	machine  vmm.Machine
+	snapKey  string
+	uid      int
+	pid      int
+	cmd      *exec.Cmd // nil for a recovered VM
+	q        *qmp
+	exited   chan struct{}
 
-	mu        sync.Mutex
-	agent     net.Conn // connected before the state load, handed out once
-	killed    bool
-	stateFile *os.File
+	mu     sync.Mutex
+	agent  net.Conn // connected before the state load, handed out once
+	killed bool
 }
 
 func (v *vm) ID() string              { return v.id }
@@ -66,16 +84,20 @@ func (v *vm) AgentConn(ctx context.Context) (net.Conn, error) {
 }
 
 // start launches QEMU with args as the VM's unprivileged user.
-func (d *Driver) start(ctx context.Context, id string, args []string, snapKey string) (*vm, error) {
+// uid comes from allocUID (0: run as the caller); start owns it from here
+// (released on failure or when the VM ends). files are passed to QEMU as
+// fds 3, 4, ...
+func (d *Driver) start(ctx context.Context, id string, uid int, args []string, snapKey string, m vmm.Machine, files ...*os.File) (*vm, error) {
 	dir := filepath.Join(d.cfg.Dir, id)
 	if len(filepath.Join(dir, agentSock)) > 107 {
+		d.releaseUID(uid)
 		return nil, fmt.Errorf("vm directory %s is too long for a unix socket path", dir)
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
+		d.releaseUID(uid)
 		return nil, fmt.Errorf("create vm dir: %w", err)
 	}
-	uid := d.allocUID()
-	v := &vm{d: d, id: id, dir: dir, uid: uid, exited: make(chan struct{})}
+	v := &vm{d: d, id: id, name: id, dir: dir, uid: uid, snapKey: snapKey, machine: m, exited: make(chan struct{})}
 	if uid > 0 {
 		if err := os.Chown(dir, uid, uid); err != nil {
 			d.releaseUID(uid)
@@ -88,25 +110,43 @@ func (d *Driver) start(ctx context.Context, id string, args []string, snapKey st
 		return nil, fmt.Errorf("create qemu log: %w", err)
 	}
 	defer logf.Close()
-	cmd := exec.Command(d.cfg.Binary, args...)
+	// Guest CPUs yield to the host's own work, above all to the kernel
+	// threads that serve their RAM and disk files' page faults: nice runs
+	// QEMU (and every thread it makes) at vmNice.
+	cmd := exec.Command(d.nice, append([]string{"-n", fmt.Sprint(vmNice), d.cfg.Binary}, args...)...)
 	cmd.Dir = dir
+	cmd.ExtraFiles = files
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if uid > 0 {
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid), Groups: d.groups}
 	}
+	if d.cfg.Network != nil {
+		tap, err := d.cfg.Network.Attach(ctx, id)
+		if err != nil {
+			d.releaseUID(uid)
+			return nil, fmt.Errorf("attach network: %w", err)
+		}
+		defer tap.Close() // QEMU has its own copy
+		cmd.Args = append(cmd.Args, nicArgs(3+len(cmd.ExtraFiles))...)
+		cmd.ExtraFiles = append(cmd.ExtraFiles, tap)
+	} else {
+		cmd.Args = append(cmd.Args, nicArgs(-1)...)
+	}
 	if err := cmd.Start(); err != nil {
 		d.releaseUID(uid)
+		d.releaseNet(id)
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("start qemu: %w", err)
 	}
 	v.cmd, v.pid = cmd, cmd.Process.Pid
-	go func() { _ = cmd.Wait(); close(v.exited) }()
-	m := meta{ID: id, PID: v.pid, UID: uid, Snap: snapKey, Started: time.Now().UTC()}
-	b, _ := json.Marshal(m)
-	if err := os.WriteFile(filepath.Join(dir, metaFile), b, 0o600); err != nil {
+	// The network goes with the process, however it ends (kill, hibernate,
+	// crash), before anyone waiting on exited is told. It is keyed by the
+	// VM's first id, its QEMU -name, which a rename does not change.
+	go func() { _ = cmd.Wait(); d.releaseNet(v.netID()); close(v.exited) }()
+	if err := v.writeMeta(); err != nil {
 		v.Kill(context.Background())
-		return nil, fmt.Errorf("write vm meta: %w", err)
+		return nil, err
 	}
 	v.q, err = dialQMP(ctx, filepath.Join(dir, qmpSock), v.exited)
 	if err != nil {
@@ -115,6 +155,60 @@ func (d *Driver) start(ctx context.Context, id string, args []string, snapKey st
 		return nil, err
 	}
 	return v, nil
+}
+
+// writeMeta records what Recover needs to find the process again.
+func (v *vm) writeMeta() error {
+	m := meta{ID: v.id, Name: v.name, PID: v.pid, UID: v.uid, Snap: v.snapKey, Machine: v.machine, Started: time.Now().UTC()}
+	b, _ := json.Marshal(m)
+	tmp := filepath.Join(v.dir, metaFile+".tmp")
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("write vm meta: %w", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(v.dir, metaFile)); err != nil {
+		return fmt.Errorf("write vm meta: %w", err)
+	}
+	return nil
+}
+
+// rename gives a prepared VM another id: its directory moves (the sockets
+// in it go along: they are found by inode) and its record is rewritten.
+func (v *vm) rename(id string) error {
+	dir := filepath.Join(v.d.cfg.Dir, id)
+	if len(filepath.Join(dir, agentSock)) > 107 {
+		return fmt.Errorf("vm directory %s is too long for a unix socket path", dir)
+	}
+	if err := os.Rename(v.dir, dir); err != nil {
+		return fmt.Errorf("rename vm %s to %s: %w", v.id, id, err)
+	}
+	if v.d.cfg.Network != nil {
+		if err := v.d.cfg.Network.Rename(context.Background(), v.id, id); err != nil {
+			_ = os.Rename(dir, v.dir)
+			return err
+		}
+	}
+	v.mu.Lock()
+	v.id, v.dir = id, dir
+	v.mu.Unlock()
+	v.mem, v.disk = filepath.Join(dir, vmm.MemFile), filepath.Join(dir, vmm.DiskFile)
+	return v.writeMeta()
+}
+
+// netID is the id the VM's network is attached under: its current id.
+func (v *vm) netID() string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.id
+}
+
+// releaseNet removes a VM's network, if the driver gives VMs one.
+func (d *Driver) releaseNet(id string) {
+	if d.cfg.Network == nil {
+		return
+	}
+	if err := d.cfg.Network.Release(context.Background(), id); err != nil {
+		d.log.Warn("release vm network", "vm", id, "err", err)
+	}
 }
 
 // logTail returns the end of QEMU's own output, for error messages.
@@ -196,9 +290,6 @@ func (v *vm) Kill(ctx context.Context) error {
 		v.agent.Close()
 		v.agent = nil
 	}
-	if v.stateFile != nil {
-		v.stateFile.Close()
-	}
 	v.mu.Unlock()
 	if v.q != nil {
 		v.q.close()
@@ -212,6 +303,7 @@ func (v *vm) Kill(ctx context.Context) error {
 		return fmt.Errorf("kill vm %s: process %d did not exit", v.id, v.pid)
 	}
 	v.d.releaseUID(v.uid)
+	v.d.releaseNet(v.netID()) // a recovered VM is not our child: its exit released nothing
 	if err := os.RemoveAll(v.dir); err != nil {
 		return fmt.Errorf("remove vm dir: %w", err)
 	}

@@ -175,7 +175,8 @@ class Transport:
 
     def request(self, method: str, path: str, *, query: Optional[dict] = None,
                 json_body: Any = None, body: Any = None, accept: str = "application/json",
-                timeout: Optional[float] = _UNSET) -> Response:
+                timeout: Optional[float] = _UNSET,
+                content_type: str = "application/octet-stream") -> Response:
         """Sends a request and returns its 2xx response, unread; raises the
         typed error for any other status. ``body`` may be bytes or an
         iterable of bytes (sent chunked, never held whole in memory)."""
@@ -187,7 +188,7 @@ class Transport:
             body = json.dumps(json_body, separators=(",", ":")).encode()
             headers["Content-Type"] = "application/json"
         elif body is not None:
-            headers["Content-Type"] = "application/octet-stream"
+            headers["Content-Type"] = content_type
             if isinstance(body, (bytes, bytearray, memoryview)):
                 headers["Content-Length"] = str(len(body))
             else:

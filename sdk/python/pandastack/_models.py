@@ -81,13 +81,14 @@ class Template:
     accel: str
     built_at: Optional[datetime]
     build_ms: int
+    version: int = 0
 
     @classmethod
     def from_dict(cls, d: Dict[str, Any]) -> "Template":
         return cls(name=d.get("name", ""), id=d.get("id", ""), cpus=int(d.get("cpus", 0)),
                    memory_mib=int(d.get("memory_mib", 0)), disk_mib=int(d.get("disk_mib", 0)),
                    accel=d.get("accel", ""), built_at=parse_time(d.get("built_at")),
-                   build_ms=int(d.get("build_ms", 0)))
+                   build_ms=int(d.get("build_ms", 0)), version=int(d.get("version", 0)))
 
 
 @dataclass

@@ -93,8 +93,11 @@ class AsyncPandaStack:
     async def templates(self) -> List[Template]:
         return await _run(self.sync.templates)
 
-    async def build_template(self, name: str, on_log: Any = None) -> Template:
-        return await _run(self.sync.build_template, name, on_log=on_log)
+    async def build_template(self, name: str, on_log: Any = None, **kw: Any) -> Template:
+        return await _run(self.sync.build_template, name, on_log=on_log, **kw)
+
+    async def template_versions(self, name: str) -> List[Dict[str, Any]]:
+        return await _run(self.sync.template_versions, name)
 
     async def create_key(self, team: str, name: Optional[str] = None) -> CreatedKey:
         return await _run(self.sync.create_key, team, name)
@@ -168,6 +171,13 @@ class AsyncSandbox:
         r = await _run(self.sync.exec, cmd, **kw)
         return AsyncBackgroundProcess(self, r) if isinstance(r, BackgroundProcess) else r
 
+    async def run_code(self, code: str, language: str = "python", **kw: Any) -> Any:
+        """Like Sandbox.run_code."""
+        return await _run(self.sync.run_code, code, language, **kw)
+
+    async def code_contexts(self) -> Any:
+        return await _run(self.sync.code_contexts)
+
     async def attach(self, pid: int, **kw: Any) -> ExecResult:
         return await _run(self.sync.attach, pid, **kw)
 
@@ -183,6 +193,15 @@ class AsyncSandbox:
 
     async def kill(self) -> None:
         await _run(self.sync.kill)
+
+    async def get_network(self) -> Dict[str, Any]:
+        return await _run(self.sync.get_network)
+
+    async def set_network(self, policy: Dict[str, Any]) -> Dict[str, Any]:
+        return await _run(self.sync.set_network, policy)
+
+    async def sign_port_url(self, port: int, expires_in_seconds: Optional[int] = None) -> Dict[str, Any]:
+        return await _run(self.sync.sign_port_url, port, expires_in_seconds)
 
     async def set_ttl(self, ttl_seconds: int) -> "AsyncSandbox":
         await _run(self.sync.set_ttl, ttl_seconds)

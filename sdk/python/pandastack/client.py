@@ -13,6 +13,7 @@ from urllib.parse import quote
 
 from . import errors
 from ._http import CHUNK, Transport, iter_file
+from ._code import Execution, read_code_stream
 from ._models import (CreatedKey, ExecResult, FileInfo, ProcessInfo, Template, parse_time,
                       read_exec_stream)
 from ._version import __version__
@@ -72,11 +73,26 @@ class PandaStack:
         out = self._t.call("GET", "/v1/templates")
         return [Template.from_dict(d) for d in out.get("templates") or []]
 
-    def build_template(self, name: str, on_log: StrCallback = None) -> Template:
+    def build_template(self, name: str, on_log: StrCallback = None, *,
+                       spec: Union[str, bytes, None] = None, context_dir: Optional[str] = None,
+                       tag: Optional[str] = None, cpus: Optional[int] = None,
+                       memory_mib: Optional[int] = None,
+                       disk_gib: Optional[int] = None) -> Template:
         """Builds (or rebuilds) a template, streaming its log lines to
-        ``on_log``. Needs an admin key."""
+        ``on_log``. With ``spec`` (the text of a spec file), builds a custom
+        template from it, ``context_dir`` being what COPY reads (uploaded
+        whole). Needs an admin key."""
+        body = None
+        query: Dict[str, str] = {}
+        if spec is not None:
+            body = pack_build_context(spec, context_dir)
+            for k, v in (("tag", tag), ("cpus", cpus), ("memory_mib", memory_mib),
+                         ("disk_gib", disk_gib)):
+                if v is not None:
+                    query[k] = str(v)
         resp = self._t.request("POST", "/v1/templates/" + quote(name, safe="") + "/build",
-                               accept=NDJSON, timeout=None)
+                               accept=NDJSON, timeout=None, body=body, query=query or None,
+                               content_type="application/x-tar")
         try:
             for line in resp.lines():
                 ev = json.loads(line)
@@ -92,6 +108,12 @@ class PandaStack:
                                             request_id=resp.request_id)
         finally:
             resp.close()
+
+    def template_versions(self, name: str) -> List[Dict[str, Any]]:
+        """A template's versions, oldest first (``version``, ``id``, ``tags``, ...).
+        Create from one with ``template="NAME:VERSION"`` or ``"NAME:TAG"``."""
+        out = self._t.call("GET", "/v1/templates/" + quote(name, safe="") + "/versions")
+        return list(out.get("versions") or [])
 
     def create_key(self, team: str, name: Optional[str] = None) -> CreatedKey:
         """Creates an API key for a team (created if absent). Admin keys only."""
@@ -111,10 +133,26 @@ class Sandboxes:
     def create(self, template: str = "base", *, ttl_seconds: Optional[int] = None,
                metadata: Optional[Dict[str, str]] = None,
                env: Optional[Dict[str, str]] = None,
-               snapshot: Optional[str] = None) -> "Sandbox":
+               snapshot: Optional[str] = None, cpus: Optional[int] = None,
+               memory_mib: Optional[int] = None,
+               disk_gib: Optional[int] = None,
+               network: Optional[Dict[str, Any]] = None) -> "Sandbox":
         """Starts a sandbox from a template, or from a snapshot id (running
-        when this returns)."""
+        when this returns). ``cpus``/``memory_mib``/``disk_gib`` ask for
+        another size than the template's (baked once on first use).
+        ``network`` is its policy, e.g.
+        ``{"allow_domains": ["pypi.org", "*.pythonhosted.org"], "public_ports": [8080]}``
+        (keys: egress "allow"/"deny", allow_cidrs, deny_cidrs, allow_domains,
+        public_ports)."""
         body: Dict[str, Any] = {"template": template}
+        if cpus:
+            body["cpus"] = cpus
+        if memory_mib:
+            body["memory_mib"] = memory_mib
+        if disk_gib:
+            body["disk_gib"] = disk_gib
+        if network is not None:
+            body["network"] = dict(network)
         if snapshot:
             body["snapshot"] = snapshot
         if ttl_seconds is not None:
@@ -208,18 +246,20 @@ class Sandbox:
         self.expires_at = parse_time(d.get("expires_at"))
         self.ended_at = parse_time(d.get("ended_at"))
         self.end_reason = d.get("end_reason") or ""
+        self.network = dict(d["network"]) if d.get("network") is not None else None
+        self.domain = d.get("domain") or "localhost"
 
     # -- construction --------------------------------------------------------
 
     @classmethod
     def create(cls, template: str = "base", *, ttl_seconds: Optional[int] = None,
                metadata: Optional[Dict[str, str]] = None, env: Optional[Dict[str, str]] = None,
-               snapshot: Optional[str] = None,
+               snapshot: Optional[str] = None, network: Optional[Dict[str, Any]] = None,
                client: Optional[PandaStack] = None) -> "Sandbox":
         """Starts a sandbox with ``client`` (default: configured from the
         environment, see PandaStack); from a snapshot id when given."""
         return (client or default_client()).sandboxes.create(
-            template, ttl_seconds=ttl_seconds, metadata=metadata, env=env, snapshot=snapshot)
+            template, ttl_seconds=ttl_seconds, metadata=metadata, env=env, snapshot=snapshot, network=network)
 
     @classmethod
     def get(cls, sandbox_id: str, *, client: Optional[PandaStack] = None) -> "Sandbox":
@@ -276,6 +316,30 @@ class Sandbox:
         """Makes the sandbox expire ``ttl_seconds`` from now (updates expires_at)."""
         self._load(self._call("PUT", "/ttl", json_body={"ttl_seconds": ttl_seconds}))
         return self
+
+    # -- network ---------------------------------------------------------------
+
+    def get_host(self, port: int) -> str:
+        """Where ``port`` of the sandbox is served through the server:
+        ``PORT-ID.DOMAIN`` (private: send the API key, or use sign_port_url;
+        public when listed in the policy's public_ports)."""
+        return "%d-%s.%s" % (port, self.id, self.domain)
+
+    def get_network(self) -> Dict[str, Any]:
+        """The network policy in force, with ``denied_connections``."""
+        return self._call("GET", "/network")
+
+    def set_network(self, policy: Dict[str, Any]) -> Dict[str, Any]:
+        """Replaces the network policy; new connections follow it at once."""
+        st = self._call("PUT", "/network", json_body=dict(policy))
+        self.network = {k: v for k, v in st.items() if k != "denied_connections"}
+        return st
+
+    def sign_port_url(self, port: int, expires_in_seconds: Optional[int] = None) -> Dict[str, Any]:
+        """A URL reaching ``port`` without an API key until it expires:
+        ``{"url", "host", "token", "expires_at"}``."""
+        body = {"expires_in_seconds": expires_in_seconds} if expires_in_seconds else None
+        return self._call("POST", "/ports/%d/url" % port, json_body=body)
 
     def ping(self) -> float:
         """One round trip to the guest agent, in milliseconds (measured by the server)."""
@@ -395,6 +459,39 @@ class Sandbox:
         """The commands started in the sandbox, by pid."""
         out = self._call("GET", "/processes")
         return [ProcessInfo.from_dict(d) for d in out.get("processes") or []]
+
+    def run_code(self, code: str, language: str = "python", *, context_id: Optional[str] = None,
+                 timeout_seconds: Optional[float] = None, on_stdout: StrCallback = None,
+                 on_stderr: StrCallback = None, on_result: Optional[Callable[[Any], Any]] = None) -> Execution:
+        """Runs code in the sandbox's live interpreter (code-interpreter
+        template) and returns an :class:`Execution`: ``.text`` (the last
+        expression's value), ``.results`` (``.text``, ``.png`` base64 for
+        plots), ``.logs.stdout``/``.stderr`` and ``.error`` (name, value,
+        traceback). Variables persist between calls in the same
+        ``context_id``. An exception in the code is ``.error``, not raised; a
+        run past ``timeout_seconds`` is interrupted (``.error.name`` is
+        TimeoutError) and the interpreter stays usable."""
+        body: Dict[str, Any] = {"code": code, "language": language}
+        if context_id:
+            body["context_id"] = context_id
+        if timeout_seconds:
+            body["timeout_seconds"] = timeout_seconds
+        resp = self._client._t.request("POST", self._path("/code"), json_body=body,
+                                       accept=NDJSON, timeout=None)
+        try:
+            ex = read_code_stream(resp.lines(), resp.request_id, on_stdout=on_stdout,
+                                  on_stderr=on_stderr, on_result=on_result)
+            try:
+                resp.read()
+            except errors.PandaStackError:
+                pass
+            return ex
+        finally:
+            resp.close()
+
+    def code_contexts(self) -> List[Dict[str, Any]]:
+        """The interpreter's contexts: [{"id": ..., "execution_count": N}]."""
+        return list(self._call("GET", "/code/contexts").get("contexts") or [])
 
 
 class BackgroundProcess:
@@ -516,3 +613,24 @@ class Filesystem:
     def rename(self, src: str, dst: str) -> None:
         """Renames or moves a file or directory."""
         self._t().call("POST", self._s._path("/files/rename"), json_body={"from": src, "to": dst})
+
+
+SPEC_ENTRY = ".pandastack-spec"
+
+
+def pack_build_context(spec: Union[str, bytes], context_dir: Optional[str]) -> bytes:
+    """A custom build's upload: a tar of ``context_dir`` with the spec as its
+    ``.pandastack-spec`` entry. Symbolic links are sent as links (the server
+    refuses a COPY that follows one out of the context)."""
+    import tarfile
+    data = spec.encode() if isinstance(spec, str) else bytes(spec)
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tf:
+        info = tarfile.TarInfo(SPEC_ENTRY)
+        info.size, info.mode = len(data), 0o644
+        tf.addfile(info, io.BytesIO(data))
+        if context_dir:
+            for entry in sorted(os.listdir(context_dir)):
+                if entry != SPEC_ENTRY:
+                    tf.add(os.path.join(context_dir, entry), arcname=entry, recursive=True)
+    return buf.getvalue()

@@ -124,6 +124,55 @@ class E2E(unittest.TestCase):
         r = sandbox.exec("python -c 'import numpy, pandas; print(numpy.arange(4).sum())'", timeout_seconds=120)
         self.assertEqual((r.stdout, r.exit_code), ("6\n", 0), r.stderr)
 
+    def test_run_code(self):
+        """run_code keeps a live interpreter: state, plots, errors, timeouts."""
+        sbx = Sandbox.create(template="code-interpreter", ttl_seconds=300)
+        self.addCleanup(sbx.kill)
+        ex = sbx.run_code("a = 21\nprint('hi')\na * 2")
+        self.assertEqual((ex.text, ex.logs.stdout, ex.error), ("42", ["hi", "\n"], None))
+        self.assertEqual(sbx.run_code("a + 1").text, "22")
+        ex = sbx.run_code("import matplotlib.pyplot as plt\n"
+                          "plt.figure(figsize=(3, 2), dpi=100)\nplt.plot([0, 1], [1, 0])")
+        pngs = [r.png_bytes for r in ex.results if r.png]
+        self.assertEqual(len(pngs), 1, ex)
+        png = pngs[0]
+        self.assertEqual(png[:8], b"\x89PNG\r\n\x1a\n")
+        width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+        self.assertEqual((width, height), (300, 200))
+        ex = sbx.run_code("{}['missing']")
+        self.assertEqual((ex.error.name, ex.error.value), ("KeyError", "'missing'"))
+        self.assertIn("{}['missing']", ex.error.traceback)
+        ex = sbx.run_code("import time\ntime.sleep(120)", timeout_seconds=2)
+        self.assertTrue(ex.timed_out)
+        self.assertEqual(ex.error.name, "TimeoutError")
+        self.assertEqual(sbx.run_code("a").text, "21")
+        self.assertIsNone(sbx.run_code("a", context_id="fresh").text)
+        self.assertIn("fresh", [c["id"] for c in sbx.code_contexts()])
+        with self.assertRaises(InvalidArgumentError):
+            sbx.run_code("1", language="brainfuck")
+        plain = self.sandbox()
+        with self.assertRaises(ConflictError):
+            plain.run_code("1")
+
+    def test_network_policy_and_ports(self):
+        sbx = self.sandbox(network={"egress": "deny", "public_ports": [8000]})
+        if sbx.network is None:
+            self.fail("the server reports no network policy (networking off?)")
+        self.assertEqual(sbx.network["egress"], "deny")
+        self.assertEqual(sbx.get_host(8000), "8000-%s.%s" % (sbx.id, sbx.domain))
+        r = sbx.exec("curl -sS -m 10 http://10.0.0.1:9/; echo rc=$?")
+        self.assertIn("rc=7", r.stdout)  # refused at once, not a timeout (28)
+        self.assertGreaterEqual(sbx.get_network()["denied_connections"], 1)
+        with self.assertRaises(InvalidArgumentError) as cm:
+            sbx.set_network({"allow_domains": ["*example.com"]})
+        self.assertIn("ambiguous wildcard", cm.exception.message)
+        self.assertEqual(sbx.network["egress"], "deny")
+        st = sbx.set_network({"deny_cidrs": ["10.0.0.0/8"]})
+        self.assertEqual((st["egress"], sbx.network["deny_cidrs"]), ("allow", ["10.0.0.0/8"]))
+        u = sbx.sign_port_url(8000, expires_in_seconds=60)
+        self.assertEqual(u["host"], sbx.get_host(8000))
+        self.assertIn("ps_token=", u["url"])
+
     def test_streaming_is_live(self):
         sbx = self.sandbox()
         t0, arrivals = time.monotonic(), []
@@ -211,6 +260,26 @@ class E2E(unittest.TestCase):
         self.assertEqual((r.exit_code, r.signal), (143, "SIGTERM"))
         self.assertTrue(r.stdout.startswith("tick 0\n"))
         self.assertFalse({q.pid: q for q in sbx.processes()}[p.pid].running)
+
+    def test_custom_template(self):
+        admin = PandaStack()
+        name = "py-" + uuid.uuid4().hex[:8]
+        with tempfile.TemporaryDirectory() as ctx:
+            with open(os.path.join(ctx, "hello.txt"), "w") as f:
+                f.write("hello from the context\n")
+            spec = "FROM base\nENV WHO=python\nWORKDIR /app\nCOPY hello.txt hello.txt\n"
+            lines = []
+            t = admin.build_template(name, on_log=lines.append, spec=spec, context_dir=ctx)
+            with self.assertRaises(InvalidArgumentError) as cm:
+                admin.build_template(name, spec="FROM base\nFROB x\n", context_dir=ctx)
+            self.assertIn("line 2", cm.exception.message)
+        self.assertEqual((t.name, t.version), (name, 1))
+        self.assertTrue(any("COPY hello.txt hello.txt" in ln for ln in lines), lines)
+        self.assertEqual([v["version"] for v in admin.template_versions(name)], [1])
+        sbx = Sandbox.create(template=name, ttl_seconds=300)
+        self.addCleanup(sbx.kill)
+        r = sbx.exec("echo $WHO; cat hello.txt")
+        self.assertEqual(r.stdout, "python\nhello from the context\n")
 
     def test_errors(self):
         base_url = os.environ["PANDASTACK_BASE_URL"]

@@ -23,6 +23,7 @@ from pandastack import (APIConnectionError, AuthenticationError, ConflictError, 
                         NotFoundError, OutputTooLargeError, PandaStack, PandaStackError,
                         PayloadTooLargeError, PermissionDeniedError, QuotaExceededError,
                         RateLimitError, RequestTimeoutError, Sandbox, UnavailableError)
+from pandastack._code import read_code_stream
 from pandastack._models import read_exec_stream
 from pandastack.aio import AsyncPandaStack
 from pandastack.errors import error_from_response
@@ -270,6 +271,24 @@ class LocalServerTest(unittest.TestCase):
         with self.assertRaises(APIConnectionError):
             sbx.exec("cut")
 
+    def test_read_code_stream(self):
+        lines = [b'{"type":"stdout","text":"a"}', b'{"type":"stderr","text":"b"}',
+                 b'{"type":"result","result":{"text":"<Figure>","png":"iVBORw0K","is_main_result":false}}',
+                 b'{"type":"result","result":{"text":"3","is_main_result":true}}',
+                 b'{"type":"error","error":{"name":"E","value":"v","traceback":["t1\\n","t2\\n"]}}',
+                 b'{"type":"end","execution_count":4}']
+        got = []
+        ex = read_code_stream(lines, "req", on_stdout=got.append, on_result=got.append)
+        self.assertEqual(ex.text, "3")
+        self.assertEqual((ex.logs.stdout, ex.logs.stderr, ex.execution_count), (["a"], ["b"], 4))
+        self.assertEqual(ex.results[0].png_bytes[:4], b"\x89PNG")
+        self.assertEqual((ex.error.name, ex.error.value, ex.error.traceback), ("E", "v", "t1\nt2\n"))
+        self.assertEqual(got[0], "a")
+        with self.assertRaises(pandastack.UnavailableError):
+            read_code_stream([b'{"type":"abort","abort":{"code":"unavailable","message":"lost"}}'], "r")
+        with self.assertRaises(pandastack.APIConnectionError):
+            read_code_stream([b'{"type":"stdout","text":"a"}'], "r")
+
     def test_read_exec_stream_parsing(self):
         lines = [line({"type": "start", "pid": 3}), line({"type": "future", "x": 1}),
                  line({"type": "stderr", "data": b64(b"e")}),
@@ -353,3 +372,31 @@ class LocalServerTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class BuildContextTest(unittest.TestCase):
+    def test_pack_build_context(self):
+        import tarfile
+        import tempfile
+        from pandastack.client import pack_build_context
+        with tempfile.TemporaryDirectory() as d:
+            os.makedirs(os.path.join(d, "app"))
+            with open(os.path.join(d, "app", "main.py"), "w") as f:
+                f.write("print(1)\n")
+            os.symlink("/etc/passwd", os.path.join(d, "leak"))
+            data = pack_build_context("FROM base\nCOPY app /app\n", d)
+        with tarfile.open(fileobj=io.BytesIO(data)) as tf:
+            names = {m.name: m for m in tf.getmembers()}
+            self.assertEqual(tf.extractfile(".pandastack-spec").read(), b"FROM base\nCOPY app /app\n")
+            self.assertEqual(tf.extractfile("app/main.py").read(), b"print(1)\n")
+            self.assertTrue(names["leak"].issym())  # sent as a link, not followed
+            self.assertEqual(names["leak"].linkname, "/etc/passwd")
+class NetworkTest(unittest.TestCase):
+    def test_get_host_uses_the_server_domain(self):
+        c = PandaStack(token="pds_test", base_url="http://127.0.0.1:1")
+        sb = Sandbox(c, {"id": "sbx_1", "domain": "sandboxes.example.com", "network": {"egress": "deny"}})
+        self.assertEqual(sb.get_host(8080), "8080-sbx_1.sandboxes.example.com")
+        self.assertEqual(sb.network, {"egress": "deny"})
+        old = Sandbox(c, {"id": "sbx_2"})  # a server that reports no domain
+        self.assertEqual(old.get_host(3000), "3000-sbx_2.localhost")
+        self.assertIsNone(old.network)

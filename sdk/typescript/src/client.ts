@@ -13,12 +13,14 @@ import {
   type Health,
   type RequestOptions,
   type Template,
+  type TemplateVersion,
   type WireBuildEvent,
   type WireColdBoot,
   type WireCreatedKey,
   type WireTemplate,
 } from "./types.js";
 import { APIConnectionError } from "./errors.js";
+import { packBuildContext } from "./buildcontext.js";
 
 /** Used when neither `baseUrl` nor PANDASTACK_BASE_URL says otherwise. */
 export const DEFAULT_BASE_URL = "http://localhost:8080";
@@ -78,6 +80,54 @@ export class Templates {
       }
     }
     throw new APIConnectionError({ status: 0, code: "connection_error", message: `build stream of ${name} ended early`, requestId });
+  }
+
+  /**
+   * Builds a custom template from a spec file (see the README for its
+   * syntax) and its build context (relative path → content, what COPY
+   * reads), calling `onLog` with each log line. Needs an admin key.
+   */
+  async buildCustom(
+    name: string,
+    opts: RequestOptions & {
+      spec: string | Uint8Array;
+      files?: Record<string, string | Uint8Array>;
+      tag?: string;
+      cpus?: number;
+      memoryMib?: number;
+      diskGib?: number;
+      onLog?: (line: string) => void;
+    },
+  ): Promise<Template> {
+    const resp = await this.#http.send({
+      method: "POST",
+      path: `/v1/templates/${encodeURIComponent(name)}/build`,
+      query: { tag: opts.tag, cpus: opts.cpus, memory_mib: opts.memoryMib, disk_gib: opts.diskGib },
+      body: packBuildContext(opts.spec, opts.files),
+      contentType: "application/x-tar",
+      accept: NDJSON,
+      signal: opts.signal,
+    });
+    const requestId = resp.headers.get("x-request-id") ?? undefined;
+    if (resp.body) {
+      for await (const ev of readNDJSON<WireBuildEvent>(resp.body, requestId)) {
+        if (ev.type === "log") opts.onLog?.(ev.line);
+        else if (ev.type === "done") return toTemplate(ev.template);
+        else if (ev.type === "error")
+          throw makeError({ status: 0, code: ev.error?.code || "internal", message: ev.error?.message || "unknown error", requestId });
+      }
+    }
+    throw new APIConnectionError({ status: 0, code: "connection_error", message: `build stream of ${name} ended early`, requestId });
+  }
+
+  /** Lists a template's versions, oldest first; create from one with template "NAME:VERSION" or "NAME:TAG". */
+  async versions(name: string, opts: RequestOptions = {}): Promise<TemplateVersion[]> {
+    const w = await this.#http.json<{ versions: TemplateVersion[] }>({
+      method: "GET",
+      path: `/v1/templates/${encodeURIComponent(name)}/versions`,
+      signal: opts.signal,
+    });
+    return w.versions ?? [];
   }
 
   /** Boots a template from its disk image without its snapshot (admin; a benchmark baseline). */

@@ -20,6 +20,8 @@ export interface HttpRequest {
   body?: Uint8Array | ArrayBuffer | Blob | ReadableStream<Uint8Array>;
   /** Default application/json. */
   accept?: string;
+  /** Content type of `body` (default application/octet-stream). */
+  contentType?: string;
   signal?: AbortSignal | undefined;
 }
 
@@ -80,7 +82,7 @@ export class HttpClient {
       headers["Content-Type"] = "application/json";
       init.body = JSON.stringify(r.json);
     } else if (r.body !== undefined) {
-      headers["Content-Type"] = "application/octet-stream";
+      headers["Content-Type"] = r.contentType ?? "application/octet-stream";
       init.body = r.body as BodyInit;
       if (typeof (r.body as { getReader?: unknown }).getReader === "function") init.duplex = "half";
     }

@@ -42,11 +42,16 @@ export {
 } from "./errors.js";
 export { encodeBase64, decodeBase64 } from "./base64.js";
 export { VERSION } from "./version.js";
+export { packBuildContext, SPEC_ENTRY } from "./buildcontext.js";
+export type { Execution, ExecutionError, CodeResult, RunCodeOptions } from "./code.js";
 export type {
   Accel,
   SandboxState,
   Health,
   SandboxInfo,
+  NetworkPolicy,
+  NetworkStatus,
+  PortUrl,
   CreateSandboxParams,
   ListSandboxesParams,
   RequestOptions,
@@ -60,6 +65,7 @@ export type {
   WriteOptions,
   RemoveOptions,
   Template,
+  TemplateVersion,
   CreatedKey,
   CreateKeyParams,
   ColdBoot,

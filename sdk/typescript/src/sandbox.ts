@@ -5,9 +5,12 @@ import { PandaStack, type ClientOptions } from "./client.js";
 import { Filesystem } from "./filesystem.js";
 import { NDJSON, type HttpClient } from "./http.js";
 import { readExecStream } from "./stream.js";
+import { readCodeStream, type Execution, type RunCodeOptions } from "./code.js";
 import {
   toProcessInfo,
   toSandboxInfo,
+  toNetworkPolicy,
+  fromNetworkPolicy,
   type Accel,
   type AttachOptions,
   type CreateSandboxParams,
@@ -18,6 +21,10 @@ import {
   type RequestOptions,
   type SandboxInfo,
   type SandboxState,
+  type NetworkPolicy,
+  type NetworkStatus,
+  type PortUrl,
+  type WireNetworkPolicy,
   type SnapshotInfo,
   type WireCreateSandboxRequest,
   type WireExecRequest,
@@ -225,6 +232,25 @@ export class Sandbox {
     return readExecStream(resp, opts);
   }
 
+  /**
+   * Runs code in the sandbox's live interpreter (code-interpreter template).
+   * Variables persist between calls in the same context. An exception in
+   * the code is `execution.error`, not a rejection.
+   */
+  async runCode(code: string, opts: RunCodeOptions = {}): Promise<Execution> {
+    const body: Record<string, unknown> = { code, language: opts.language ?? "python" };
+    if (opts.contextId) body.context_id = opts.contextId;
+    if (opts.timeoutSeconds) body.timeout_seconds = opts.timeoutSeconds;
+    const resp = await this.#http.send({
+      method: "POST",
+      path: this.#path("/code"),
+      json: body,
+      accept: NDJSON,
+      signal: opts.signal,
+    });
+    return readCodeStream(resp, opts);
+  }
+
   /** Sends a signal ("TERM", "SIGTERM", "15", 9, ...) to a process. */
   async signal(pid: number, signal: string | number, opts: RequestOptions = {}): Promise<void> {
     await this.#http.json({
@@ -243,6 +269,52 @@ export class Sandbox {
       signal: opts.signal,
     });
     return (w.processes ?? []).map(toProcessInfo);
+  }
+
+  /** The network policy (undefined when the server gives sandboxes no network). */
+  get network(): NetworkPolicy | undefined {
+    return this.#info.network;
+  }
+  /** Ports are served at `PORT-ID.domain` through the server. */
+  get domain(): string {
+    return this.#info.domain;
+  }
+
+  /**
+   * Where `port` of the sandbox is served through the server: `PORT-ID.DOMAIN`.
+   * Private unless listed in the policy's publicPorts: send the API key, or use `signPortUrl`.
+   */
+  getHost(port: number): string {
+    return `${port}-${this.#info.id}.${this.#info.domain}`;
+  }
+
+  /** The network policy in force, with how many connections it denied. */
+  async getNetwork(opts: RequestOptions = {}): Promise<NetworkStatus> {
+    const w = await this.#http.json<WireNetworkPolicy>({ method: "GET", path: this.#path("/network"), signal: opts.signal });
+    return { ...toNetworkPolicy(w), deniedConnections: w.denied_connections ?? 0 };
+  }
+
+  /** Replaces the network policy; new connections follow it at once. */
+  async setNetwork(policy: NetworkPolicy, opts: RequestOptions = {}): Promise<NetworkStatus> {
+    const w = await this.#http.json<WireNetworkPolicy>({
+      method: "PUT",
+      path: this.#path("/network"),
+      json: fromNetworkPolicy(policy),
+      signal: opts.signal,
+    });
+    this.#info = { ...this.#info, network: toNetworkPolicy(w) };
+    return { ...toNetworkPolicy(w), deniedConnections: w.denied_connections ?? 0 };
+  }
+
+  /** A URL reaching `port` without an API key until it expires (default: an hour). */
+  async signPortUrl(port: number, opts: RequestOptions & { expiresInSeconds?: number } = {}): Promise<PortUrl> {
+    const w = await this.#http.json<{ url: string; host: string; token: string; expires_at: string }>({
+      method: "POST",
+      path: this.#path(`/ports/${port}/url`),
+      json: opts.expiresInSeconds ? { expires_in_seconds: opts.expiresInSeconds } : {},
+      signal: opts.signal,
+    });
+    return { url: w.url, host: w.host, token: w.token, expiresAt: new Date(w.expires_at) };
   }
 
   /** Measures one round trip to the sandbox's guest agent (measured on the server). */
@@ -337,6 +409,10 @@ export class Sandboxes {
     if (params.ttlSeconds !== undefined) body.ttl_seconds = params.ttlSeconds;
     if (params.metadata && Object.keys(params.metadata).length > 0) body.metadata = params.metadata;
     if (params.env && Object.keys(params.env).length > 0) body.env = params.env;
+    if (params.cpus) body.cpus = params.cpus;
+    if (params.memoryMib) body.memory_mib = params.memoryMib;
+    if (params.diskGib) body.disk_gib = params.diskGib;
+    if (params.network) body.network = fromNetworkPolicy(params.network);
     const w = await this.#http.json<WireSandbox>({ method: "POST", path: "/v1/sandboxes", json: body, signal: params.signal });
     return new Sandbox(this.#client, this.#http, toSandboxInfo(w));
   }

@@ -34,6 +34,39 @@ export interface SandboxInfo {
   expiresAt: Date;
   endedAt?: Date | undefined;
   endReason?: string | undefined;
+  /** The network policy (undefined when the server gives sandboxes no network). */
+  network?: NetworkPolicy | undefined;
+  /** Ports are served at `PORT-ID.domain` through the server (see `getHost`). */
+  domain: string;
+}
+
+/**
+ * What a sandbox may reach, and which of its ports anyone may reach without
+ * a key. Egress is decided in order: denyCidrs reject, allowCidrs accept,
+ * addresses DNS answered for allowDomains accept, then `egress` ("allow",
+ * the default, or "deny"). "example.com" matches that name only;
+ * "*.example.com" every name below it but not the apex; any other "*" is
+ * rejected (400). allowDomains implies egress "deny".
+ */
+export interface NetworkPolicy {
+  egress?: "allow" | "deny";
+  allowCidrs?: string[];
+  denyCidrs?: string[];
+  allowDomains?: string[];
+  publicPorts?: number[];
+}
+
+/** The policy in force and how many connections it denied. */
+export interface NetworkStatus extends NetworkPolicy {
+  deniedConnections: number;
+}
+
+/** A signed URL reaching one port without an API key until it expires. */
+export interface PortUrl {
+  url: string;
+  host: string;
+  token: string;
+  expiresAt: Date;
 }
 
 /** Describes a new sandbox. */
@@ -46,6 +79,14 @@ export interface CreateSandboxParams {
   metadata?: Record<string, string>;
   /** Environment variables for every command. */
   env?: Record<string, string>;
+  /** Another vCPU count than the template's (that size is baked once, on first use). */
+  cpus?: number;
+  /** Another memory size (MiB) than the template's. */
+  memoryMib?: number;
+  /** A bigger root disk (GiB) than the template's. */
+  diskGib?: number;
+  /** Egress policy and public ports (default: allow all, no public ports). */
+  network?: NetworkPolicy;
 }
 
 /** Filters for listing sandboxes. */
@@ -168,6 +209,19 @@ export interface Template {
   buildMs: number;
 }
 
+/** One build of a template (wire names, as the server sends them). */
+export interface TemplateVersion {
+  name: string;
+  version: number;
+  id: string;
+  tags: string[];
+  cpus: number;
+  memory_mib: number;
+  disk_mib: number;
+  build_id?: string;
+  built_at: string;
+}
+
 /** A new API key. `key` is the secret, shown only once. */
 export interface CreatedKey {
   id: string;
@@ -222,6 +276,17 @@ export interface WireSandbox {
   expires_at: string;
   ended_at?: string;
   end_reason?: string;
+  network?: WireNetworkPolicy;
+  domain?: string;
+}
+
+export interface WireNetworkPolicy {
+  egress?: string;
+  allow_cidrs?: string[];
+  deny_cidrs?: string[];
+  allow_domains?: string[];
+  public_ports?: number[];
+  denied_connections?: number;
 }
 
 export interface WireSandboxList {
@@ -230,9 +295,13 @@ export interface WireSandboxList {
 
 export interface WireCreateSandboxRequest {
   template: string;
+  cpus?: number;
+  memory_mib?: number;
+  disk_gib?: number;
   ttl_seconds?: number;
   metadata?: Record<string, string>;
   env?: Record<string, string>;
+  network?: WireNetworkPolicy;
 }
 
 export interface WireExecRequest {
@@ -333,7 +402,29 @@ export function toSandboxInfo(w: WireSandbox): SandboxInfo {
     expiresAt: new Date(w.expires_at),
     endedAt: w.ended_at ? new Date(w.ended_at) : undefined,
     endReason: w.end_reason || undefined,
+    network: w.network ? toNetworkPolicy(w.network) : undefined,
+    domain: w.domain || "localhost",
   };
+}
+
+export function toNetworkPolicy(w: WireNetworkPolicy): NetworkPolicy {
+  const p: NetworkPolicy = {};
+  if (w.egress === "allow" || w.egress === "deny") p.egress = w.egress;
+  if (w.allow_cidrs) p.allowCidrs = w.allow_cidrs;
+  if (w.deny_cidrs) p.denyCidrs = w.deny_cidrs;
+  if (w.allow_domains) p.allowDomains = w.allow_domains;
+  if (w.public_ports) p.publicPorts = w.public_ports;
+  return p;
+}
+
+export function fromNetworkPolicy(p: NetworkPolicy): WireNetworkPolicy {
+  const w: WireNetworkPolicy = {};
+  if (p.egress !== undefined) w.egress = p.egress;
+  if (p.allowCidrs !== undefined) w.allow_cidrs = p.allowCidrs;
+  if (p.denyCidrs !== undefined) w.deny_cidrs = p.denyCidrs;
+  if (p.allowDomains !== undefined) w.allow_domains = p.allowDomains;
+  if (p.publicPorts !== undefined) w.public_ports = p.publicPorts;
+  return w;
 }
 
 export function toProcessInfo(w: WireProcess): ProcessInfo {

@@ -60,6 +60,26 @@ describe("against a real server", { skip }, () => {
     await branch.kill();
   });
 
+  test("runCode: a live interpreter with state, plots and errors", { timeout: 300_000 }, async () => {
+    const c = new PandaStack({ apiKey: process.env.PANDASTACK_API_KEY });
+    const sbx = await c.sandboxes.create({ template: "code-interpreter", ttlSeconds: 600 });
+    created.push(sbx);
+    const first = await sbx.runCode("n = 20\nprint('ok')\nn + 1");
+    assert.equal(first.text, "21");
+    assert.deepEqual(first.logs.stdout, ["ok", "\n"]);
+    assert.equal((await sbx.runCode("n * 2")).text, "40");
+    const plot = await sbx.runCode("import matplotlib.pyplot as plt\nplt.figure(figsize=(2, 2), dpi=100)\nplt.plot([1, 2])");
+    const png = plot.results.find((r) => r.png)?.png;
+    assert.ok(png, "no PNG result");
+    const bytes = Buffer.from(png, "base64");
+    assert.equal(bytes.readUInt32BE(16), 200);
+    assert.equal(bytes.readUInt32BE(20), 200);
+    const err = await sbx.runCode("int('x')");
+    assert.equal(err.error?.name, "ValueError");
+    assert.match(err.error?.traceback ?? "", /int\('x'\)/);
+    await assert.rejects(sbx.runCode("1", { language: "perl" }), isTypedError(InvalidArgumentError, 400));
+  });
+
   test("the README example, verbatim", { timeout: 90_000 }, async () => {
     client = new PandaStack({ apiKey: process.env.PANDASTACK_API_KEY });
     sandbox = await client.sandboxes.create({ template: "base", ttlSeconds: 600, metadata: { task: "x" }, env: { A: "1" } });
@@ -322,5 +342,52 @@ describe("against a real server", { skip }, () => {
     await sandbox.kill();
     assert.equal((await client.sandboxes.get(sandbox.id)).state, "killed");
     assert.equal((await client.sandboxes.list({ metadata: { task: "x" } })).length, 0);
+  });
+
+  test("a custom template from a spec and files", { timeout: 300_000 }, async () => {
+    const admin = new PandaStack({ apiKey: process.env.PANDASTACK_API_KEY });
+    const name = "ts-" + Math.random().toString(16).slice(2, 10);
+    const lines: string[] = [];
+    const t = await admin.templates.buildCustom(name, {
+      spec: "FROM base\nENV WHO=typescript\nWORKDIR /app\nCOPY data/hello.txt hello.txt\n",
+      files: { "data/hello.txt": "hello from ts\n" },
+      onLog: (l) => lines.push(l),
+    });
+    assert.equal(t.name, name);
+    assert.ok(lines.some((l) => l.includes("COPY data/hello.txt hello.txt")), lines.join("\n"));
+    assert.deepEqual((await admin.templates.versions(name)).map((v) => v.version), [1]);
+    const sbx = await admin.sandboxes.create({ template: name, ttlSeconds: 120 });
+    try {
+      const r = await sbx.exec("echo $WHO; cat hello.txt");
+      assert.equal(r.stdout, "typescript\nhello from ts\n");
+    } finally {
+      await sbx.kill();
+    }
+    await assert.rejects(admin.templates.buildCustom(name, { spec: "FROM base\nFROB x\n" }), /line 2/);
+  });
+});
+
+describe("network against a real server", { skip }, () => {
+  test("policy at create, denied connections fail fast, getHost, signed URLs", { timeout: 60_000 }, async () => {
+    const client = new PandaStack();
+    const sbx = await client.sandboxes.create({ template: "base", ttlSeconds: 300, network: { egress: "deny", publicPorts: [8000] } });
+    created.push(sbx);
+    assert.equal(sbx.network?.egress, "deny");
+    assert.deepEqual(sbx.network?.publicPorts, [8000]);
+    assert.equal(sbx.getHost(8000), `8000-${sbx.id}.${sbx.domain}`);
+    const r = await sbx.exec("curl -sS -m 10 http://10.0.0.1:9/; echo rc=$?");
+    assert.match(r.stdout, /rc=7/); // refused at once, not a timeout (28)
+    assert.ok((await sbx.getNetwork()).deniedConnections >= 1);
+    await assert.rejects(sbx.setNetwork({ allowDomains: ["a.*.com"] }), (e: unknown) => {
+      assert.ok(e instanceof InvalidArgumentError);
+      assert.match((e as Error).message, /ambiguous wildcard/);
+      return true;
+    });
+    const st = await sbx.setNetwork({ denyCidrs: ["10.0.0.0/8"] });
+    assert.equal(st.egress, "allow");
+    assert.deepEqual(sbx.network?.denyCidrs, ["10.0.0.0/8"]);
+    const u = await sbx.signPortUrl(8000, { expiresInSeconds: 60 });
+    assert.equal(u.host, sbx.getHost(8000));
+    assert.match(u.url, /ps_token=/);
   });
 });

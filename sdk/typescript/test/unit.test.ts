@@ -470,6 +470,19 @@ describe("requests", () => {
     assert.deepEqual(JSON.parse(seen[0]!.body.toString()), { template: "base" });
   });
 
+  test("network: policy in snake_case, getHost from the server's domain", async () => {
+    serve((_req, _b, res) => json(res, 201, { ...wireSandbox, domain: "sbx.example.com", network: { egress: "deny", allow_domains: ["*.pypi.org"] } }));
+    const s = await client().sandboxes.create({ template: "base", network: { allowDomains: ["*.pypi.org"], publicPorts: [8080] } });
+    assert.deepEqual(JSON.parse(seen[0]!.body.toString()), { template: "base", network: { allow_domains: ["*.pypi.org"], public_ports: [8080] } });
+    assert.equal(s.getHost(8080), `8080-${s.id}.sbx.example.com`);
+    assert.deepEqual(s.network, { egress: "deny", allowDomains: ["*.pypi.org"] });
+    serve((_req, _b, res) => json(res, 200, { egress: "allow", denied_connections: 3 }));
+    const st = await s.setNetwork({ egress: "allow" });
+    assert.equal(seen[0]!.method, "PUT");
+    assert.equal(seen[0]!.url, `/v1/sandboxes/${s.id}/network`);
+    assert.deepEqual(st, { egress: "allow", deniedConnections: 3 });
+  });
+
   test("file upload streams raw bytes with a mode; download detects truncation", async () => {
     const s = await sandbox();
     const fi = {
@@ -596,5 +609,25 @@ describe("configuration", () => {
   test("VERSION matches package.json", () => {
     const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8"));
     assert.equal(VERSION, pkg.version);
+  });
+});
+
+describe("custom template build context", () => {
+  test("packBuildContext writes a tar with the spec first", async () => {
+    const { packBuildContext } = await import("../dist/index.js");
+    const tar = packBuildContext("FROM base\n", { "app/main.py": "print(1)\n" });
+    const dec = new TextDecoder();
+    const name = (off: number) => dec.decode(tar.subarray(off, off + 100)).replace(/\0.*$/s, "");
+    const size = (off: number) => parseInt(dec.decode(tar.subarray(off + 124, off + 135)), 8);
+    assert.equal(name(0), ".pandastack-spec");
+    assert.equal(size(0), 10);
+    assert.equal(dec.decode(tar.subarray(512, 522)), "FROM base\n");
+    assert.equal(name(1024), "app/main.py");
+    assert.equal(dec.decode(tar.subarray(1536, 1545)), "print(1)\n");
+    let sum = 0;
+    for (let i = 0; i < 512; i++) sum += i >= 148 && i < 156 ? 0x20 : tar[i]!;
+    assert.equal(parseInt(dec.decode(tar.subarray(148, 155)), 8), sum);
+    assert.equal(tar.length % 512, 0);
+    assert.throws(() => packBuildContext("FROM base\n", { "../x": "y" }), /outside the context/);
   });
 });

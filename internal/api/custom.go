@@ -1,0 +1,194 @@
+package api
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/pandastack/pandastack"
+)
+
+// customBuilder builds templates from spec files and keeps their versions
+// and build logs (implemented by templates.Builder).
+type customBuilder interface {
+	BuildFromTar(ctx context.Context, req pandastack.CustomBuild, tar io.Reader, log io.Writer) (pandastack.TemplateBuild, pandastack.Template, error)
+	Versions(ctx context.Context, name string) ([]pandastack.TemplateVersion, error)
+	Builds(ctx context.Context, name string) ([]pandastack.TemplateBuild, error)
+	Build1(ctx context.Context, name, id string) (pandastack.TemplateBuild, error)
+	BuildLog(ctx context.Context, name, id string) (io.ReadCloser, error)
+}
+
+// maxContextBody bounds an uploaded build context.
+const maxContextBody = 2 << 30
+
+func (s *Server) custom() (customBuilder, error) {
+	cb, ok := s.cfg.Builder.(customBuilder)
+	if !ok {
+		return nil, pandastack.Errorf(pandastack.EUnavailable, "this server does not build custom templates")
+	}
+	return cb, nil
+}
+
+// intQuery reads an optional whole-number query parameter.
+func intQuery(r *http.Request, key string) (int, error) {
+	v := r.URL.Query().Get(key)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, invalid("%s must be a positive whole number, got %q", key, v)
+	}
+	return n, nil
+}
+
+// buildCustomTemplate builds a template from an uploaded spec and build
+// context (a tar stream, the spec as its .pandastack-spec entry).
+func (s *Server) buildCustomTemplate(w http.ResponseWriter, r *http.Request, name string) error {
+	cb, err := s.custom()
+	if err != nil {
+		return err
+	}
+	req := pandastack.CustomBuild{Name: name, Tag: r.URL.Query().Get("tag")}
+	if req.Tag != "" {
+		if err := checkName("tag", req.Tag); err != nil {
+			return err
+		}
+	}
+	if req.CPUs, err = intQuery(r, "cpus"); err != nil {
+		return err
+	}
+	if req.MemoryMiB, err = intQuery(r, "memory_mib"); err != nil {
+		return err
+	}
+	if req.DiskGiB, err = intQuery(r, "disk_gib"); err != nil {
+		return err
+	}
+	if err := checkSize(req.CPUs, req.MemoryMiB, req.DiskGiB); err != nil {
+		return err
+	}
+	out := newNDJSON(w)
+	lw := &lineWriter{emit: func(line string) error {
+		return out.Send(buildEvent{Type: "log", Line: line})
+	}}
+	br, t, err := cb.BuildFromTar(r.Context(), req, http.MaxBytesReader(w, r.Body, maxContextBody), lw)
+	lw.Close()
+	if err != nil {
+		if !out.Started() {
+			return wrap(err, "build template "+name)
+		}
+		out.Send(buildEvent{Type: "error", Build: &br, Error: s.wireError(r, wrap(err, "build template "+name))})
+		return nil
+	}
+	s.log.InfoContext(r.Context(), "custom template built", "request_id", requestID(r), "template", t.Name, "id", t.ID, "version", t.Version)
+	out.Send(buildEvent{Type: "done", Template: &t, Build: &br})
+	return nil
+}
+
+// Size limits of a create or a build.
+const (
+	maxCPUs      = 8
+	minMemoryMiB = 128
+	maxMemoryMiB = 16384
+	maxDiskGiB   = 256
+)
+
+func checkSize(cpus, mem, disk int) error {
+	if cpus < 0 || cpus > maxCPUs {
+		return invalid("cpus must be between 1 and %d, got %d", maxCPUs, cpus)
+	}
+	if mem != 0 && (mem < minMemoryMiB || mem > maxMemoryMiB) {
+		return invalid("memory_mib must be between %d and %d, got %d", minMemoryMiB, maxMemoryMiB, mem)
+	}
+	if disk < 0 || disk > maxDiskGiB {
+		return invalid("disk_gib must be between 1 and %d (and not below the template's disk), got %d", maxDiskGiB, disk)
+	}
+	return nil
+}
+
+type versionList struct {
+	Versions []pandastack.TemplateVersion `json:"versions"`
+}
+
+type buildList struct {
+	Builds []pandastack.TemplateBuild `json:"builds"`
+}
+
+func (s *Server) listVersions(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("name")
+	if err := checkName("template", name); err != nil {
+		return err
+	}
+	cb, err := s.custom()
+	if err != nil {
+		return err
+	}
+	vs, err := cb.Versions(r.Context(), name)
+	if err != nil {
+		return wrap(err, "list versions of "+name)
+	}
+	writeJSON(w, http.StatusOK, versionList{Versions: vs})
+	return nil
+}
+
+func (s *Server) listBuilds(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("name")
+	if err := checkName("template", name); err != nil {
+		return err
+	}
+	cb, err := s.custom()
+	if err != nil {
+		return err
+	}
+	bs, err := cb.Builds(r.Context(), name)
+	if err != nil {
+		return wrap(err, "list builds of "+name)
+	}
+	writeJSON(w, http.StatusOK, buildList{Builds: bs})
+	return nil
+}
+
+func (s *Server) getBuild(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("name")
+	if err := checkName("template", name); err != nil {
+		return err
+	}
+	cb, err := s.custom()
+	if err != nil {
+		return err
+	}
+	b, err := cb.Build1(r.Context(), name, r.PathValue("build"))
+	if err != nil {
+		return wrap(err, "get build")
+	}
+	writeJSON(w, http.StatusOK, b)
+	return nil
+}
+
+func (s *Server) buildLogs(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("name")
+	if err := checkName("template", name); err != nil {
+		return err
+	}
+	cb, err := s.custom()
+	if err != nil {
+		return err
+	}
+	rc, err := cb.BuildLog(r.Context(), name, r.PathValue("build"))
+	if err != nil {
+		return wrap(err, "read build log")
+	}
+	defer rc.Close()
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(http.StatusOK)
+	_, _ = io.Copy(w, rc)
+	return nil
+}
+
+// isTar says whether a build request uploads a build context.
+func isTar(r *http.Request) bool {
+	ct := r.Header.Get("Content-Type")
+	return strings.HasPrefix(ct, "application/x-tar")
+}

@@ -1,0 +1,314 @@
+#!/usr/bin/env python3
+"""PandaStack code kernel: a live Python interpreter served on a TCP port.
+
+Baked into the code-interpreter template and started before the bake, so it
+is already running in every sandbox made from it. Standard library only.
+
+Protocol: a client connects and sends one JSON line, then reads JSON lines
+until the connection closes.
+
+  {"op": "execute", "code": "...", "context": "default", "timeout": 30}
+      -> {"type": "stdout", "text": "..."}          (any number, streamed)
+         {"type": "stderr", "text": "..."}
+         {"type": "result", "text": "...", "png": "<base64>", "html": "...",
+          "is_main_result": true}
+         {"type": "error", "name": "...", "value": "...", "traceback": [...]}
+         {"type": "end", "execution_count": N, "timed_out": false}
+  {"op": "contexts"} -> {"type": "contexts", "contexts": [{"id": ..., "execution_count": N}]}
+  {"op": "ping"}     -> {"type": "pong", "pid": N}
+
+Each context is one namespace kept between calls. Runs happen one at a
+time, in the main thread, so a timeout (or the client going away) can
+interrupt them with SIGINT; the interpreter stays usable afterwards.
+Matplotlib figures left open by a run are sent as PNG results and closed,
+like Jupyter's inline backend.
+"""
+
+import ast
+import base64
+import io
+import json
+import linecache
+import os
+import queue
+import signal
+import socket
+import socketserver
+import sys
+import threading
+import time
+import traceback
+
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+MAIN_THREAD = threading.main_thread().ident
+CONTEXT_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
+
+
+class Context:
+    def __init__(self, cid):
+        self.id = cid
+        self.namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+        self.execution_count = 0
+
+
+contexts = {}
+jobs = queue.Queue()
+
+
+class Stream(io.TextIOBase):
+    """A file object that turns writes into stdout/stderr events."""
+
+    def __init__(self, name, send):
+        self.name_ = name
+        self.send = send
+
+    def writable(self):
+        return True
+
+    def write(self, s):
+        if not isinstance(s, str):
+            raise TypeError("write() argument must be str, not %s" % type(s).__name__)
+        if s:
+            self.send({"type": self.name_, "text": s})
+        return len(s)
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return False
+
+
+def figure_results(shown):
+    """PNG results for every open matplotlib figure, then closes them."""
+    plt = sys.modules.get("matplotlib.pyplot")
+    if plt is None:
+        return []
+    out = []
+    for num in plt.get_fignums():
+        fig = plt.figure(num)
+        buf = io.BytesIO()
+        try:
+            fig.savefig(buf, format="png")
+        except Exception as e:  # a broken figure must not break the run
+            out.append({"type": "stderr", "text": "could not render figure %s: %s\n" % (num, e)})
+            continue
+        out.append({"type": "result", "text": repr(fig), "png": base64.b64encode(buf.getvalue()).decode(),
+                    "is_main_result": fig is shown})
+    plt.close("all")
+    return out
+
+
+def rich(value):
+    """A result event for value: its repr, plus HTML/PNG when it has them."""
+    r = {"type": "result", "is_main_result": True}
+    try:
+        r["text"] = repr(value)
+    except Exception as e:
+        r["text"] = "<repr failed: %s>" % e
+    for attr, key in (("_repr_html_", "html"), ("_repr_png_", "png")):
+        m = getattr(value, attr, None)
+        if callable(m) and not isinstance(value, type):
+            try:
+                v = m()
+            except Exception:
+                continue
+            if v is None:
+                continue
+            if key == "png" and isinstance(v, bytes):
+                v = base64.b64encode(v).decode()
+            r[key] = v
+    return r
+
+
+def is_figure(value):
+    fig = sys.modules.get("matplotlib.figure")
+    return fig is not None and isinstance(value, fig.Figure)
+
+
+def run(ctx, code, send):
+    """Runs code in ctx, sending events; returns nothing (errors are events)."""
+    ctx.execution_count += 1
+    name = "<cell-%d>" % ctx.execution_count
+    linecache.cache[name] = (len(code), None, code.splitlines(True), name)
+    old = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = Stream("stdout", send), Stream("stderr", send)
+    shown = None
+    try:
+        tree = ast.parse(code, name, "exec")
+        last = None
+        if tree.body and isinstance(tree.body[-1], ast.Expr):
+            last = ast.Expression(tree.body.pop().value)
+        exec(compile(tree, name, "exec"), ctx.namespace)
+        if last is not None:
+            value = eval(compile(last, name, "eval"), ctx.namespace)
+            if value is not None:
+                ctx.namespace["_"] = value
+                if is_figure(value):
+                    shown = value
+                else:
+                    send(rich(value))
+    except BaseException as e:  # KeyboardInterrupt and SystemExit included
+        tb = traceback.TracebackException.from_exception(e)
+        # Drop the kernel's own frames: the user's code starts at a cell.
+        frames = list(tb.stack)
+        while frames and not frames[0].filename.startswith("<cell-"):
+            frames.pop(0)
+        tb.stack = traceback.StackSummary.from_list(frames)
+        send({"type": "error", "name": type(e).__name__, "value": str(e), "traceback": list(tb.format())})
+    finally:
+        sys.stdout, sys.stderr = old
+        try:
+            for ev in figure_results(shown):
+                send(ev)
+        except BaseException as e:
+            send({"type": "stderr", "text": "could not collect figures: %s\n" % e})
+
+
+class Job:
+    def __init__(self, ctx, code, send):
+        self.ctx, self.code, self.send = ctx, code, send
+        self.started = threading.Event()
+        self.done = threading.Event()
+        self.interrupted = False
+
+
+def interrupt(job):
+    """Raises KeyboardInterrupt in the main thread while job runs."""
+    if job.done.is_set() or not job.started.is_set():
+        return
+    job.interrupted = True
+    signal.pthread_kill(MAIN_THREAD, signal.SIGINT)
+
+
+def main_loop():
+    while True:
+        job = jobs.get()
+        try:
+            job.started.set()
+            run(job.ctx, job.code, job.send)
+        except KeyboardInterrupt:
+            pass  # arrived between the user's code and the end of run
+        finally:
+            job.done.set()
+
+
+class Handler(socketserver.StreamRequestHandler):
+    def handle(self):
+        line = self.rfile.readline(64 << 20)
+        lock = threading.Lock()
+        alive = [True]
+
+        def send(ev):
+            data = (json.dumps(ev) + "\n").encode()
+            with lock:
+                if not alive[0]:
+                    return
+                try:
+                    self.wfile.write(data)
+                    self.wfile.flush()
+                except OSError:
+                    alive[0] = False
+
+        try:
+            req = json.loads(line)
+            if not isinstance(req, dict):
+                raise ValueError("request is not an object")
+        except ValueError as e:
+            send({"type": "error", "name": "ProtocolError", "value": "bad request: %s" % e, "traceback": []})
+            return
+        op = req.get("op", "execute")
+        if op == "ping":
+            send({"type": "pong", "pid": os.getpid()})
+            return
+        if op == "contexts":
+            send({"type": "contexts", "contexts": [{"id": c.id, "execution_count": c.execution_count}
+                                                   for c in sorted(contexts.values(), key=lambda c: c.id)]})
+            return
+        if op != "execute":
+            send({"type": "error", "name": "ProtocolError", "value": "unknown op %r" % op, "traceback": []})
+            return
+        cid = req.get("context") or "default"
+        code = req.get("code")
+        if not isinstance(cid, str) or len(cid) > 64 or not set(cid) <= CONTEXT_CHARS or not isinstance(code, str):
+            send({"type": "error", "name": "ProtocolError", "value": "bad context id or code", "traceback": []})
+            return
+        ctx = contexts.get(cid)
+        if ctx is None:
+            ctx = contexts.setdefault(cid, Context(cid))
+        errors = []  # the run's error goes last, after its results
+
+        def collect(ev):
+            if ev.get("type") == "error":
+                errors.append(ev)
+            else:
+                send(ev)
+
+        job = Job(ctx, code, collect)
+        jobs.put(job)
+        timeout = req.get("timeout") or 0
+        deadline = time.monotonic() + timeout if timeout > 0 else None
+        timed_out = False
+        # Watch for the deadline and for the client hanging up.
+        self.connection.setblocking(False)
+        while not job.done.wait(0.05):
+            if deadline is not None and not timed_out and time.monotonic() > deadline:
+                timed_out = True
+                interrupt(job)
+            try:
+                if self.connection.recv(1, socket.MSG_PEEK) == b"":
+                    alive[0] = False
+                    interrupt(job)
+                    job.done.wait()
+                    return
+            except BlockingIOError:
+                pass
+            except OSError:
+                alive[0] = False
+                interrupt(job)
+                job.done.wait()
+                return
+            if job.interrupted and not job.done.wait(2):
+                interrupt(job)  # the first SIGINT was swallowed; again
+        self.connection.setblocking(True)
+        if timed_out:
+            tb = errors[-1]["traceback"] if errors else []
+            errors = [{"type": "error", "name": "TimeoutError",
+                       "value": "execution exceeded %gs and was interrupted" % timeout, "traceback": tb}]
+        for ev in errors[-1:]:
+            send(ev)
+        send({"type": "end", "execution_count": ctx.execution_count, "timed_out": timed_out})
+
+
+class Server(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+def main():
+    port = int(sys.argv[1]) if len(sys.argv) > 1 else 49999
+    host = sys.argv[2] if len(sys.argv) > 2 else "127.0.0.1"
+    # A shell's "cmd &" starts the kernel with SIGINT ignored; interrupts
+    # must raise KeyboardInterrupt.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    # Modules to import before serving (comma-separated), so the first run
+    # does not pay for them.
+    for mod in filter(None, os.environ.get("PANDASTACK_KERNEL_PRELOAD", "").split(",")):
+        try:
+            __import__(mod)
+        except Exception as e:
+            sys.stderr.write("preload %s: %s\n" % (mod, e))
+    srv = Server((host, port), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    sys.stderr.write("pandastack kernel listening on %s:%d (pid %d)\n" % (host, port, os.getpid()))
+    sys.stderr.flush()
+    while True:
+        try:
+            main_loop()
+        except KeyboardInterrupt:
+            continue  # an interrupt outside any run
+
+
+if __name__ == "__main__":
+    main()
