@@ -68,7 +68,7 @@ func (a *Agent) Fork(ctx context.Context, id string, count int) ([]pandastack.Sa
 			cv.Kill(context.Background())
 			return kids, fmt.Errorf("record fork: %w", err)
 		}
-		ks := &sandbox{rec: rec, vm: cv, client: cc}
+		ks := newSandbox(rec, cv, cc)
 		a.mu.Lock()
 		a.sbx[rec.ID] = ks
 		a.mu.Unlock()
