@@ -61,7 +61,7 @@ func (a *Agent) hibernate(ctx context.Context, s *sandbox, onlyIfIdle bool) (pan
 			s.client = c
 			s.mu.Unlock()
 		}
-		return pandastack.Sandbox{}, err
+		return pandastack.Sandbox{}, saveError(err, a.cfg.HibernateDir, id, "could not hibernate the sandbox; it keeps running")
 	}
 	s.mu.Lock()
 	s.vm, s.client = nil, nil
