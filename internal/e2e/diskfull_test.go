@@ -16,8 +16,9 @@ import (
 )
 
 // fillDisk fills the filesystem of dir with one preallocated file until
-// the filesystem answers ENOSPC, and returns a func that frees it again.
-func fillDisk(t *testing.T, dir string) (free func()) {
+// no more than leave bytes are free, and returns a func that frees it
+// again. It fills in halving chunks, down to the first ENOSPC below leave.
+func fillDisk(t *testing.T, dir string, leave int64) (free func()) {
 	t.Helper()
 	path := filepath.Join(dir, "e2e-fill")
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY, 0o600)
@@ -30,17 +31,31 @@ func fillDisk(t *testing.T, dir string) (free func()) {
 	}
 	t.Cleanup(free)
 	var size int64
-	for chunk := int64(1 << 40); chunk >= 4096; {
-		err := unix.Fallocate(int(f.Fd()), 0, size, chunk)
-		switch {
-		case err == nil:
-			size += chunk
-		case errors.Is(err, syscall.ENOSPC):
+	for {
+		left, err := cowfs.Free(dir)
+		if err != nil {
+			free()
+			t.Fatal(err)
+		}
+		if left <= leave {
+			break
+		}
+		chunk := (left - leave + 4095) &^ 4095
+		for {
+			err = unix.Fallocate(int(f.Fd()), 0, size, chunk)
+			if err == nil || !errors.Is(err, syscall.ENOSPC) || chunk <= 4096 {
+				break
+			}
 			chunk /= 2
-		default:
+		}
+		if errors.Is(err, syscall.ENOSPC) {
+			break // full to the block
+		}
+		if err != nil {
 			free()
 			t.Fatalf("fallocate: %v", err)
 		}
+		size += chunk
 	}
 	left, _ := cowfs.Free(dir)
 	t.Logf("filled %s: %d MiB preallocated, %d KiB left", dir, size>>20, left>>10)
@@ -50,6 +65,14 @@ func fillDisk(t *testing.T, dir string) (free func()) {
 // Disk full in the snapshot directory: the snapshot and the fork answer
 // 507 insufficient_storage, the sandbox keeps running, nothing is listed
 // and nothing is left on disk; once there is space again both work.
+//
+// "Full" here leaves 32 MiB free, less than the sandbox's memory: the
+// snapshot directory shares its filesystem with the running VMs' RAM and
+// disk files (reflinks need one filesystem), and a VM whose RAM file gets
+// ENOSPC on a copy-on-write fault dies (seen here: filled to the last
+// block, the sandbox's agent was gone within milliseconds). So the server
+// refuses a save, before pausing the VM, once less than the sandbox's
+// memory is free; this test fills the disk past that line.
 func TestSnapshotDiskFull(t *testing.T) {
 	ctx := context.Background()
 	c := teamClient(t, "diskfull")
@@ -58,7 +81,7 @@ func TestSnapshotDiskFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	snapDir := filepath.Join(main.dataDir, "cow", "snapshots")
-	free := fillDisk(t, filepath.Join(main.dataDir, "cow"))
+	free := fillDisk(t, filepath.Join(main.dataDir, "cow"), 32<<20)
 
 	_, err := sb.Snapshot(ctx, "on-a-full-disk")
 	var ae *sdk.APIError
