@@ -20,7 +20,8 @@ import (
 
 // memHolder holds bytes only in its memory: on SIGUSR2 it reads /tmp/mem.in
 // into a bytes object and removes the file; on SIGUSR1 (and after a load)
-// it writes the sha256 of what it holds to /tmp/mem.sha.
+// it writes the sha256 of what it holds to /tmp/mem.sha. It writes that
+// file once its handlers are in place: a signal before then would kill it.
 const memHolder = `python3 -c "
 import hashlib, os, signal, time
 data = b''
@@ -34,6 +35,7 @@ def load(*a):
     report()
 signal.signal(signal.SIGUSR1, report)
 signal.signal(signal.SIGUSR2, load)
+report()
 while True: time.sleep(0.05)
 "`
 
@@ -147,6 +149,11 @@ func TestStatefulCycles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	empty := sha256.Sum256(nil)
+	eventually(t, time.Minute, "the memory holder to start", func() bool {
+		b, err := parent.sb.Files().Read(ctx, "/tmp/mem.sha")
+		return err == nil && string(b) == hex.EncodeToString(empty[:])
+	})
 	snapDir := filepath.Join(main.dataDir, "cow", "snapshots")
 	// The parent and a full pool run when it starts; each cycle must come
 	// back to that.
