@@ -35,6 +35,7 @@ def load(*a):
     report()
 signal.signal(signal.SIGUSR1, report)
 signal.signal(signal.SIGUSR2, load)
+open('/tmp/mem.pid', 'w').write(str(os.getpid()))
 report()
 while True: time.sleep(0.05)
 "`
@@ -52,9 +53,10 @@ func (b *branch) fork(name string, sb *sdk.Sandbox) *branch {
 	return &branch{name: name, sb: sb, want: maps.Clone(b.want)}
 }
 
-// askMem signals memHolder and prints the hash it then reports.
-func askMem(pid int, sig string) string {
-	return fmt.Sprintf(`rm -f /tmp/mem.sha; kill -%s %d; i=0; while [ ! -s /tmp/mem.sha ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; cat /tmp/mem.sha`, sig, pid)
+// askMem signals memHolder (by the pid it wrote) and prints the hash it
+// then reports.
+func askMem(sig string) string {
+	return fmt.Sprintf(`rm -f /tmp/mem.sha; kill -%s $(cat /tmp/mem.pid); i=0; while [ ! -s /tmp/mem.sha ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; cat /tmp/mem.sha`, sig)
 }
 
 func randomBytes(t *testing.T, n int) ([]byte, string) {
@@ -69,7 +71,7 @@ func randomBytes(t *testing.T, n int) ([]byte, string) {
 
 // write puts fresh random bytes into the branch's disk file and tmpfs file
 // named tag (new, or overwriting) and into memHolder's memory.
-func (b *branch) write(t *testing.T, pid int, tag string) {
+func (b *branch) write(t *testing.T, tag string) {
 	t.Helper()
 	ctx := context.Background()
 	for _, p := range []string{"/root/st/" + tag + ".bin", "/dev/shm/st/" + tag + ".bin"} {
@@ -83,7 +85,7 @@ func (b *branch) write(t *testing.T, pid int, tag string) {
 	if _, err := b.sb.Files().Write(ctx, "/tmp/mem.in", data); err != nil {
 		t.Fatalf("%s: write memory input: %v", b.name, err)
 	}
-	r, err := b.sb.Exec(ctx, askMem(pid, "USR2"), sdk.ExecOptions{})
+	r, err := b.sb.Exec(ctx, askMem("USR2"), sdk.ExecOptions{})
 	if err != nil || strings.TrimSpace(string(r.Stdout)) != sum {
 		t.Fatalf("%s: load memory: %v %q, want %s", b.name, err, r.Stdout, sum)
 	}
@@ -92,9 +94,9 @@ func (b *branch) write(t *testing.T, pid int, tag string) {
 
 // check reads every checksum in the branch and compares the whole set with
 // what was written: nothing lost, nothing changed, nothing extra.
-func (b *branch) check(t *testing.T, pid int, when string) {
+func (b *branch) check(t *testing.T, when string) {
 	t.Helper()
-	cmd := "sha256sum /root/st/*.bin /dev/shm/st/*.bin && echo \"$(" + askMem(pid, "USR1") + ")  mem\""
+	cmd := "sha256sum /root/st/*.bin /dev/shm/st/*.bin && echo \"$(" + askMem("USR1") + ")  mem\""
 	r, err := b.sb.Exec(context.Background(), cmd, sdk.ExecOptions{})
 	if err != nil || r.ExitCode != 0 {
 		t.Fatalf("%s %s: checksums: %v (exit %d) %s", b.name, when, err, r.ExitCode, r.Stderr)
@@ -145,8 +147,7 @@ func TestStatefulCycles(t *testing.T) {
 	if _, err := parent.sb.Exec(ctx, "mkdir -p /root/st /dev/shm/st", sdk.ExecOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	pid, err := parent.sb.StartBackground(ctx, memHolder, sdk.ExecOptions{})
-	if err != nil {
+	if _, err := parent.sb.StartBackground(ctx, memHolder, sdk.ExecOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	empty := sha256.Sum256(nil)
@@ -164,7 +165,7 @@ func TestStatefulCycles(t *testing.T) {
 	for i := 0; i < n; i++ {
 		tc := time.Now()
 		tag := "c" + strconv.Itoa(i)
-		parent.write(t, pid, tag)
+		parent.write(t, tag)
 
 		if err := parent.sb.Hibernate(ctx); err != nil || parent.sb.State != "hibernated" {
 			t.Fatalf("cycle %d: hibernate: %v (state %q)", i, err, parent.sb.State)
@@ -172,14 +173,14 @@ func TestStatefulCycles(t *testing.T) {
 		if err := parent.sb.Wake(ctx); err != nil || parent.sb.State != "running" {
 			t.Fatalf("cycle %d: wake: %v (state %q)", i, err, parent.sb.State)
 		}
-		parent.check(t, pid, fmt.Sprintf("cycle %d after wake", i))
+		parent.check(t, fmt.Sprintf("cycle %d after wake", i))
 
 		kid, err := parent.sb.Fork(ctx)
 		if err != nil {
 			t.Fatalf("cycle %d: fork: %v", i, err)
 		}
 		child := parent.fork("child", kid)
-		child.check(t, pid, fmt.Sprintf("cycle %d after fork", i))
+		child.check(t, fmt.Sprintf("cycle %d after fork", i))
 
 		sn, err := parent.sb.Snapshot(ctx, "cycle-"+strconv.Itoa(i))
 		if err != nil {
@@ -190,16 +191,16 @@ func TestStatefulCycles(t *testing.T) {
 			t.Fatalf("cycle %d: restore: %v", i, err)
 		}
 		restored := parent.fork("restored", rs)
-		restored.check(t, pid, fmt.Sprintf("cycle %d after restore", i))
+		restored.check(t, fmt.Sprintf("cycle %d after restore", i))
 
 		// Each branch now writes its own: the child and the restored
 		// sandbox overwrite this cycle's files and memory, the parent adds
 		// a file. No branch may see another's.
-		child.write(t, pid, tag)
-		restored.write(t, pid, tag)
-		parent.write(t, pid, "p"+strconv.Itoa(i))
+		child.write(t, tag)
+		restored.write(t, tag)
+		parent.write(t, "p"+strconv.Itoa(i))
 		for _, b := range []*branch{parent, child, restored} {
-			b.check(t, pid, fmt.Sprintf("cycle %d after the branches wrote", i))
+			b.check(t, fmt.Sprintf("cycle %d after the branches wrote", i))
 		}
 
 		// Nothing the cycle made outlives it.
