@@ -43,6 +43,12 @@ func TestCrashRecovery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Auto-hibernate is kept in the store: enforced after the restart too.
+	const idle = 10
+	napper, err := c.CreateSandbox(ctx, sdk.CreateSandboxParams{Template: template, TTLSeconds: 600, AutoHibernateSeconds: idle})
+	if err != nil {
+		t.Fatal(err)
+	}
 	// A snapshot taken before the crash is listed and restores after it.
 	sn, err := keep.Snapshot(ctx, "before-crash")
 	if err != nil {
@@ -91,6 +97,19 @@ func TestCrashRecovery(t *testing.T) {
 	}
 	if l, err := c.ListSnapshots(ctx); err != nil || len(l) != 1 || l[0].ID != sn.ID || l[0].Name != "before-crash" {
 		t.Fatalf("snapshots after restart: %v %+v", err, l)
+	}
+	// The auto-hibernating sandbox still has its setting, and (idle) sleeps.
+	if g, err := c.GetSandbox(ctx, napper.ID); err != nil || g.AutoHibernateSeconds != idle {
+		t.Fatalf("auto-hibernate setting after restart: %v %+v", err, g)
+	} else {
+		t.Logf("auto-hibernating sandbox %s after the restart", g.State)
+	}
+	eventually(t, idle*time.Second+2*time.Minute, "the idle sandbox to hibernate after the restart", func() bool {
+		g, err := c.GetSandbox(ctx, napper.ID)
+		return err == nil && g.State == "hibernated"
+	})
+	if err := c.Sandbox(napper.ID).Kill(ctx); err != nil {
+		t.Fatal(err)
 	}
 	// The hibernated sandbox is still hibernated, and wakes on use.
 	if g, err := c.GetSandbox(ctx, sleepy.ID); err != nil || g.State != "hibernated" {
