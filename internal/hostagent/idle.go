@@ -55,6 +55,7 @@ func (s *sandbox) idleLocked(now time.Time) bool {
 // autoHibernate hibernates the sandboxes that have been idle for their
 // auto-hibernate time. Each runs in its own goroutine, so a slow save does
 // not hold up the TTL reaper; s.autoHib keeps one from being started twice.
+// One that fails (a full disk) is tried again after another idle period.
 func (a *Agent) autoHibernate(ctx context.Context, now time.Time) {
 	var due []*sandbox
 	a.mu.Lock()
@@ -77,7 +78,9 @@ func (a *Agent) autoHibernate(ctx context.Context, now time.Time) {
 				s.mu.Unlock()
 			}()
 			if _, err := a.hibernate(ctx, s, true); err != nil {
-				a.log.Warn("auto-hibernate", "sandbox", s.rec.ID, "err", err)
+				// Try again after another idle period, not on every tick.
+				s.used()
+				a.log.Warn("auto-hibernate failed; the sandbox runs on", "sandbox", s.rec.ID, "err", err)
 			}
 		}()
 	}
