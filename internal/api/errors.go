@@ -15,22 +15,24 @@ const codeMethodNotAllowed = "method_not_allowed"
 
 // statusByCode is the one table mapping error codes to HTTP statuses.
 var statusByCode = map[string]int{
-	pandastack.EInvalid:             http.StatusBadRequest,
-	pandastack.EUnauthorized:        http.StatusUnauthorized,
-	pandastack.EForbidden:           http.StatusForbidden,
-	pandastack.ENotFound:            http.StatusNotFound,
-	codeMethodNotAllowed:            http.StatusMethodNotAllowed,
-	pandastack.EConflict:            http.StatusConflict,
-	pandastack.EGone:                http.StatusGone,
-	pandastack.ETooLarge:            http.StatusRequestEntityTooLarge,
-	pandastack.EOutputTooLarge:      http.StatusUnprocessableEntity,
-	pandastack.EQuota:               http.StatusTooManyRequests,
-	pandastack.ERateLimited:         http.StatusTooManyRequests,
-	pandastack.ETimeout:             http.StatusGatewayTimeout,
-	pandastack.EUnavailable:         http.StatusServiceUnavailable,
-	pandastack.ERefused:             http.StatusBadGateway,
+	pandastack.EInvalid:        http.StatusBadRequest,
+	pandastack.EUnauthorized:   http.StatusUnauthorized,
+	pandastack.EForbidden:      http.StatusForbidden,
+	pandastack.ENotFound:       http.StatusNotFound,
+	codeMethodNotAllowed:       http.StatusMethodNotAllowed,
+	pandastack.EConflict:       http.StatusConflict,
+	pandastack.EGone:           http.StatusGone,
+	pandastack.ETooLarge:       http.StatusRequestEntityTooLarge,
+	pandastack.EOutputTooLarge: http.StatusUnprocessableEntity,
+	pandastack.EQuota:          http.StatusTooManyRequests,
+	pandastack.ERateLimited:    http.StatusTooManyRequests,
+	pandastack.ETimeout:        http.StatusGatewayTimeout,
+	pandastack.EUnavailable:    http.StatusServiceUnavailable,
+	pandastack.ERefused:        http.StatusBadGateway,
+	pandastack.EInternal:       http.StatusInternalServerError,
+
+	// The host's disk for VM state is full (snapshot, fork, hibernate).
 	pandastack.EInsufficientStorage: http.StatusInsufficientStorage,
-	pandastack.EInternal:            http.StatusInternalServerError,
 }
 
 // StatusForCode returns the HTTP status for an error code (500 for codes
