@@ -22,6 +22,10 @@ const (
 	EUnavailable    = "unavailable"
 	ERefused        = "connection_refused" // nothing listens on a sandbox port
 	EInternal       = "internal"
+
+	// EInsufficientStorage: the host's disk for VM state is full; nothing
+	// was saved and the sandbox runs on.
+	EInsufficientStorage = "insufficient_storage"
 )
 
 // Error is an error with a code a user can act on. Message is safe to show a

@@ -79,6 +79,9 @@ type Sandbox struct {
 	// ports are served under (PORT-ID.Domain); the API fills both in.
 	Network *NetworkPolicy `json:"network,omitempty"`
 	Domain  string         `json:"domain,omitempty"`
+	// AutoHibernateSeconds, when above 0, hibernates the sandbox after that
+	// many seconds without activity (see README, "Auto-hibernate").
+	AutoHibernateSeconds int `json:"auto_hibernate_seconds,omitempty"`
 }
 
 // Template is a baked guest image sandboxes are created from.
@@ -282,6 +285,9 @@ type CreateRequest struct {
 	// Network, when set, is the sandbox's network policy (normalized);
 	// nil allows all egress.
 	Network *NetworkPolicy
+	// AutoHibernate, when above 0, hibernates the sandbox after that long
+	// without activity.
+	AutoHibernate time.Duration
 }
 
 // Guest is the live connection to one sandbox's guest agent.

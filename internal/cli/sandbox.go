@@ -36,6 +36,8 @@ func runSandboxCreate(ctx context.Context, s *streams, args []string) int {
 	cpus := p.fs.Int("cpus", 0, "vCPUs, if not the template's (that size is baked on first use)")
 	mem := p.fs.Int("memory", 0, "memory in MiB, if not the template's")
 	disk := p.fs.Int("disk", 0, "root disk in GiB, if bigger than the template's")
+	var idle secondsFlag
+	p.fs.Var(&idle, "auto-hibernate", "hibernate after this long without exec, file, port or run_code use (`30s` or seconds; default never)")
 	nf := p.networkFlags()
 	if _, code, ok := p.parse(s, args, 0); !ok {
 		return code
@@ -46,7 +48,7 @@ func runSandboxCreate(ctx context.Context, s *streams, args []string) int {
 	}
 	sb, err := p.client.client().CreateSandbox(ctx, sdk.CreateSandboxParams{
 		Template: *template, TTLSeconds: *ttl, Metadata: meta, Env: env, CPUs: *cpus, MemoryMiB: *mem, DiskGiB: *disk,
-		Network: policy,
+		Network: policy, AutoHibernateSeconds: int(idle),
 	})
 	if err != nil {
 		return fail(s, err)

@@ -31,6 +31,9 @@ type Sandbox struct {
 	// sandboxes no network); Domain is where its ports are served (Host).
 	Network *NetworkPolicy `json:"network,omitempty"`
 	Domain  string         `json:"domain,omitempty"`
+	// AutoHibernateSeconds is its idle time before it is hibernated (0:
+	// never).
+	AutoHibernateSeconds int `json:"auto_hibernate_seconds,omitempty"`
 
 	c *Client
 }
@@ -55,6 +58,10 @@ type CreateSandboxParams struct {
 	// DiskGiB asks for a bigger root disk than the template's (0: its own).
 	DiskGiB int
 	Network *NetworkPolicy // egress policy and public ports (nil: allow all, no public ports)
+	// AutoHibernateSeconds hibernates the sandbox after that many seconds
+	// without an exec, file, port or run_code request (0: never); any later
+	// use wakes it.
+	AutoHibernateSeconds int
 }
 
 // CreateSandbox starts a sandbox from a template.
@@ -69,7 +76,8 @@ func (c *Client) CreateSandbox(ctx context.Context, p CreateSandboxParams) (*San
 		MemoryMiB  int               `json:"memory_mib,omitempty"`
 		DiskGiB    int               `json:"disk_gib,omitempty"`
 		Network    *NetworkPolicy    `json:"network,omitempty"`
-	}{p.Template, p.TTLSeconds, p.Metadata, p.Env, p.Snapshot, p.CPUs, p.MemoryMiB, p.DiskGiB, p.Network}
+		AutoHib    int               `json:"auto_hibernate_seconds,omitempty"`
+	}{p.Template, p.TTLSeconds, p.Metadata, p.Env, p.Snapshot, p.CPUs, p.MemoryMiB, p.DiskGiB, p.Network, p.AutoHibernateSeconds}
 	sb := &Sandbox{c: c}
 	if err := c.do(ctx, request{method: "POST", path: "/v1/sandboxes", body: body}, sb); err != nil {
 		return nil, err

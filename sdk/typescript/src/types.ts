@@ -38,6 +38,8 @@ export interface SandboxInfo {
   network?: NetworkPolicy | undefined;
   /** Ports are served at `PORT-ID.domain` through the server (see `getHost`). */
   domain: string;
+  /** Seconds without activity before it is hibernated (0: never). */
+  autoHibernateSeconds: number;
 }
 
 /**
@@ -87,6 +89,11 @@ export interface CreateSandboxParams {
   diskGib?: number;
   /** Egress policy and public ports (default: allow all, no public ports). */
   network?: NetworkPolicy;
+  /**
+   * Hibernate after this many seconds without an exec, file, port or
+   * run_code request (default 0: never); any later use wakes it.
+   */
+  autoHibernateSeconds?: number;
 }
 
 /** Filters for listing sandboxes. */
@@ -278,6 +285,7 @@ export interface WireSandbox {
   end_reason?: string;
   network?: WireNetworkPolicy;
   domain?: string;
+  auto_hibernate_seconds?: number;
 }
 
 export interface WireNetworkPolicy {
@@ -302,6 +310,7 @@ export interface WireCreateSandboxRequest {
   metadata?: Record<string, string>;
   env?: Record<string, string>;
   network?: WireNetworkPolicy;
+  auto_hibernate_seconds?: number;
 }
 
 export interface WireExecRequest {
@@ -404,6 +413,7 @@ export function toSandboxInfo(w: WireSandbox): SandboxInfo {
     endReason: w.end_reason || undefined,
     network: w.network ? toNetworkPolicy(w.network) : undefined,
     domain: w.domain || "localhost",
+    autoHibernateSeconds: w.auto_hibernate_seconds ?? 0,
   };
 }
 
