@@ -352,7 +352,7 @@ func TestCustomBuildServerCrash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer os.RemoveAll(dir)
+	defer removeDataDir(dir)
 	s, err := startServer(dir)
 	if err != nil {
 		t.Fatal(err)

@@ -456,7 +456,7 @@ func TestNetworkCleanup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer os.RemoveAll(dir)
+	defer removeDataDir(dir)
 	_ = os.Chmod(dir, 0o711)
 	srv, err := startServer(dir, "--pool", "1", "--dns-upstream", outside.dns)
 	if err != nil {
