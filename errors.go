@@ -16,6 +16,7 @@ const (
 	ETimeout        = "timeout"
 	EGone           = "gone" // the sandbox was killed or expired
 	ETooLarge       = "too_large"
+	ENoSpace        = "insufficient_storage" // the host's disk cannot hold it
 	EOutputTooLarge = "output_too_large"
 	ERateLimited    = "rate_limited"
 	EQuota          = "quota_exceeded"

@@ -30,6 +30,7 @@ var statusByCode = map[string]int{
 	pandastack.EUnavailable:    http.StatusServiceUnavailable,
 	pandastack.ERefused:        http.StatusBadGateway,
 	pandastack.EInternal:       http.StatusInternalServerError,
+	pandastack.ENoSpace:        http.StatusInsufficientStorage,
 }
 
 // StatusForCode returns the HTTP status for an error code (500 for codes

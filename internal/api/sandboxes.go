@@ -24,6 +24,8 @@ type createSandboxRequest struct {
 	DiskGiB    int               `json:"disk_gib"`
 	// Network is the sandbox's network policy (see pandastack.NetworkPolicy).
 	Network *pandastack.NetworkPolicy `json:"network"`
+	// Volumes are mounted in the new sandbox (see pandastack.VolumeMount).
+	Volumes []pandastack.VolumeMount `json:"volumes"`
 }
 
 type ttlRequest struct {
@@ -78,6 +80,12 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 	if req.Metadata == nil {
 		req.Metadata = map[string]string{}
 	}
+	if err := pandastack.CheckVolumeMounts(req.Volumes); err != nil {
+		return err
+	}
+	if req.Snapshot != "" && len(req.Volumes) > 0 {
+		return invalid("volumes cannot be attached to a sandbox created from a snapshot: it gets copies of the snapshot's volumes")
+	}
 	policy, err := s.checkNetwork(req.Network)
 	if err != nil {
 		return err
@@ -99,6 +107,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 		MemoryMiB: req.MemoryMiB,
 		DiskGiB:   req.DiskGiB,
 		Network:   policy,
+		Volumes:   req.Volumes,
 	})
 	if err != nil {
 		return wrap(err, "create sandbox")

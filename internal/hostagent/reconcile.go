@@ -20,6 +20,18 @@ func (a *Agent) reconcile(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	withVolumes := map[string]bool{} // sandboxes with durable volumes attached
+	if a.cfg.VolumeDir != "" {
+		vols, err := a.cfg.Store.ListVolumes(ctx, "")
+		if err != nil {
+			return err
+		}
+		for _, v := range vols {
+			if v.SandboxID != "" {
+				withVolumes[v.SandboxID] = true
+			}
+		}
+	}
 	seen := map[string]bool{}
 	for _, id := range ids {
 		seen[id] = true
@@ -52,7 +64,7 @@ func (a *Agent) reconcile(ctx context.Context) error {
 			a.markFailed(ctx, rec, "the guest agent did not answer after a host restart")
 			continue
 		}
-		s := &sandbox{rec: rec, vm: v, client: client}
+		s := &sandbox{rec: rec, vm: v, client: client, volumes: withVolumes[id]}
 		a.mu.Lock()
 		a.sbx[id] = s
 		a.mu.Unlock()
@@ -77,6 +89,9 @@ func (a *Agent) reconcile(ctx context.Context) error {
 		}
 		a.markFailed(ctx, rec, "the VM was gone after a host restart")
 	}
+	if err := a.reconcileVolumes(ctx); err != nil {
+		return fmt.Errorf("volumes: %w", err)
+	}
 	return a.reconcileNetwork(ctx)
 }
 
@@ -90,5 +105,6 @@ func (a *Agent) markEnded(ctx context.Context, rec pandastack.Sandbox, state pan
 	if err := a.cfg.Store.PutSandbox(ctx, rec); err != nil {
 		a.log.Error("record sandbox end", "sandbox", rec.ID, "err", err)
 	}
+	a.releaseVolumes(ctx, rec.ID)
 	a.log.Info("sandbox ended during reconcile", "sandbox", rec.ID, "state", state, "reason", why)
 }

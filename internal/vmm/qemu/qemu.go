@@ -159,8 +159,9 @@ func (d *Driver) Boot(ctx context.Context, spec vmm.BootSpec) (vmm.VM, error) {
 	if err != nil {
 		return nil, fmt.Errorf("size memory file: %w", err)
 	}
-	args := buildArgs(argSpec{dir: filepath.Join(d.cfg.Dir, spec.ID), accel: d.cfg.Accel, m: spec.Machine,
-		memFile: spec.MemFile, disk: spec.Disk, diskFormat: diskFormat(spec.Disk)})
+	dir := filepath.Join(d.cfg.Dir, spec.ID)
+	args := buildArgs(argSpec{dir: dir, accel: d.cfg.Accel, m: spec.Machine,
+		memFile: spec.MemFile, disk: spec.Disk, diskFormat: diskFormat(spec.Disk), volFD: 3})
 	// The booting VM writes its disk and RAM file: hand them to its uid.
 	uid := d.allocUID()
 	for _, p := range []string{spec.MemFile, spec.Disk} {
@@ -171,7 +172,18 @@ func (d *Driver) Boot(ctx context.Context, spec vmm.BootSpec) (vmm.VM, error) {
 			}
 		}
 	}
-	v, err := d.start(ctx, spec.ID, uid, args, "", spec.Machine)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		d.releaseUID(uid)
+		return nil, fmt.Errorf("create vm dir: %w", err)
+	}
+	slots, err := openSlots(dir, [vmm.VolumeSlots]vmm.VolumeFile{}, uid)
+	if err != nil {
+		d.releaseUID(uid)
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	defer closeAll(slots)
+	v, err := d.start(ctx, spec.ID, uid, args, "", spec.Machine, slots...)
 	if err != nil {
 		return nil, err
 	}
@@ -184,7 +196,9 @@ func (d *Driver) Boot(ctx context.Context, spec vmm.BootSpec) (vmm.VM, error) {
 // are mapped and opened, its agent socket is connected. With preload, the
 // files are clones of that snapshot's and the RAM is read into the page
 // cache (off the create path, in a pool); without, they are empty.
-func (d *Driver) prepare(ctx context.Context, m vmm.Machine, diskSize int64, preload *vmm.Snapshot) (*vm, error) {
+//
+// vols are what its volume slots hold: empty slots get placeholders.
+func (d *Driver) prepare(ctx context.Context, m vmm.Machine, diskSize int64, preload *vmm.Snapshot, vols [vmm.VolumeSlots]vmm.VolumeFile) (*vm, error) {
 	id := newID()
 	dir := filepath.Join(d.cfg.Dir, id)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -220,7 +234,7 @@ func (d *Driver) prepare(ctx context.Context, m vmm.Machine, diskSize int64, pre
 	// The root disk dies with the sandbox: guest flushes need not reach the
 	// host's disk (a reflink copy flushes what it needs itself).
 	args := buildArgs(argSpec{dir: dir, accel: d.cfg.Accel, m: m, memFile: mem,
-		disk: disk, diskFormat: "raw", diskCache: "unsafe", diskFD: true, incoming: true})
+		disk: disk, diskFormat: "raw", diskCache: "unsafe", diskFD: true, incoming: true, volFD: 5})
 	rw, err := os.OpenFile(disk, os.O_RDWR, 0)
 	if err != nil {
 		cleanup()
@@ -233,12 +247,32 @@ func (d *Driver) prepare(ctx context.Context, m vmm.Machine, diskSize int64, pre
 		return nil, fmt.Errorf("open disk: %w", err)
 	}
 	defer ro.Close()
-	v, err := d.start(ctx, id, uid, args, machineKey(m, diskSize), m, rw, ro)
+	slots, err := openSlots(dir, vols, uid)
+	if err != nil {
+		cleanup()
+		return nil, err
+	}
+	defer closeAll(slots)
+	v, err := d.start(ctx, id, uid, args, machineKey(m, diskSize), m, append([]*os.File{rw, ro}, slots...)...)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
 	v.mem, v.disk, v.diskSize = mem, disk, diskSize
+	for i, f := range vols {
+		switch {
+		case f.Path != "" && f.Copy:
+			v.copies[i] = true
+		case f.Path != "":
+			v.vols[i] = f.Path
+		}
+	}
+	if vols != ([vmm.VolumeSlots]vmm.VolumeFile{}) {
+		if err := v.writeMeta(); err != nil {
+			v.Kill(context.Background())
+			return nil, err
+		}
+	}
 	if preload != nil {
 		v.loaded = preload.MemFile + "\x00" + preload.Disk
 	}
@@ -303,9 +337,14 @@ func (d *Driver) restore(ctx context.Context, snap vmm.Snapshot, id string) (*vm
 	if err != nil {
 		return nil, fmt.Errorf("restore %s: %w", snap.Key, err)
 	}
-	v := d.take(snap, st.Size())
+	// Pooled processes have placeholders open in their volume slots: a VM
+	// with volumes is started for them.
+	var v *vm
+	if !snap.HasVolumes() {
+		v = d.take(snap, st.Size())
+	}
 	if v == nil {
-		if v, err = d.prepare(ctx, snap.Machine, st.Size(), nil); err != nil {
+		if v, err = d.prepare(ctx, snap.Machine, st.Size(), nil, snap.Volumes); err != nil {
 			return nil, fmt.Errorf("prepare qemu: %w", err)
 		}
 	}
@@ -345,7 +384,72 @@ func (d *Driver) restore(ctx context.Context, snap vmm.Snapshot, id string) (*vm
 	if err := d.load(ctx, v); err != nil {
 		return fail(fmt.Errorf("restore %s: %w", snap.Key, err))
 	}
+	// The guest last saw the size of the file the slot held when it was
+	// saved (a placeholder, for a volume attached now): a resize to the
+	// volume's own size makes QEMU signal a config change, and the guest
+	// reads the size again.
+	for i, p := range v.vols {
+		if p == "" {
+			continue
+		}
+		st, err := os.Stat(p)
+		if err != nil {
+			return fail(fmt.Errorf("restore %s: volume: %w", snap.Key, err))
+		}
+		if err := v.q.run(ctx, "block_resize", map[string]any{"device": fmt.Sprintf("vol%d", i), "size": st.Size()}, nil); err != nil {
+			return fail(fmt.Errorf("restore %s: announce volume size: %w", snap.Key, err))
+		}
+	}
 	return v, nil
+}
+
+// openSlots opens the files of a VM's volume slots, read-write and
+// read-only each (QEMU opens a drive both ways), for buildArgs' volFD: a
+// durable volume in place, a copy (reflink) or a placeholder made in dir.
+func openSlots(dir string, vols [vmm.VolumeSlots]vmm.VolumeFile, uid int) ([]*os.File, error) {
+	var files []*os.File
+	fail := func(err error) ([]*os.File, error) {
+		closeAll(files)
+		return nil, err
+	}
+	for i, f := range vols {
+		path := f.Path
+		if path == "" || f.Copy {
+			path = filepath.Join(dir, vmm.VolumeFileName(i))
+			size := int64(vmm.PlaceholderSize)
+			if f.Copy {
+				st, err := os.Stat(f.Path)
+				if err != nil {
+					return fail(fmt.Errorf("volume copy: %w", err))
+				}
+				size = st.Size()
+			}
+			from := ""
+			if f.Copy {
+				from = f.Path
+			}
+			if err := makeFile(path, from, size, uid); err != nil {
+				return fail(err)
+			}
+		}
+		rw, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			return fail(fmt.Errorf("open volume slot %d: %w", i, err))
+		}
+		files = append(files, rw)
+		ro, err := os.Open(path)
+		if err != nil {
+			return fail(fmt.Errorf("open volume slot %d: %w", i, err))
+		}
+		files = append(files, ro)
+	}
+	return files, nil
+}
+
+func closeAll(files []*os.File) {
+	for _, f := range files {
+		f.Close()
+	}
 }
 
 // load streams the passed state into a prepared VM and resumes it: the
@@ -393,7 +497,7 @@ func (d *Driver) Recover(ctx context.Context, id string) (vmm.VM, error) {
 		return gone()
 	}
 	v := &vm{d: d, id: id, dir: dir, uid: m.UID, pid: m.PID, exited: make(chan struct{}), name: m.name(), machine: m.Machine,
-		mem: filepath.Join(dir, vmm.MemFile), disk: filepath.Join(dir, vmm.DiskFile)}
+		mem: filepath.Join(dir, vmm.MemFile), disk: filepath.Join(dir, vmm.DiskFile), vols: m.Volumes, copies: m.Copies}
 	if st, err := os.Stat(v.disk); err == nil {
 		v.diskSize = st.Size()
 	}
