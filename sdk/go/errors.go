@@ -46,6 +46,8 @@ var (
 	ErrTimeout          = &APIError{Code: "timeout"}
 	ErrUnavailable      = &APIError{Code: "unavailable"}
 	ErrInternal         = &APIError{Code: "internal"}
+	// ErrInsufficientStorage: the host's disk cannot hold it (a volume).
+	ErrInsufficientStorage = &APIError{Code: "insufficient_storage"}
 )
 
 // IsNotFound reports whether err says the thing does not exist (or belongs
@@ -105,6 +107,8 @@ func codeForStatus(status int) string {
 		return ErrUnavailable.Code
 	case http.StatusGatewayTimeout:
 		return ErrTimeout.Code
+	case http.StatusInsufficientStorage:
+		return ErrInsufficientStorage.Code
 	}
 	return ErrInternal.Code
 }

@@ -55,6 +55,8 @@ type CreateSandboxParams struct {
 	// DiskGiB asks for a bigger root disk than the template's (0: its own).
 	DiskGiB int
 	Network *NetworkPolicy // egress policy and public ports (nil: allow all, no public ports)
+	// Volumes are durable volumes to mount (at most 2; not with Snapshot).
+	Volumes []VolumeMount
 }
 
 // CreateSandbox starts a sandbox from a template.
@@ -69,7 +71,8 @@ func (c *Client) CreateSandbox(ctx context.Context, p CreateSandboxParams) (*San
 		MemoryMiB  int               `json:"memory_mib,omitempty"`
 		DiskGiB    int               `json:"disk_gib,omitempty"`
 		Network    *NetworkPolicy    `json:"network,omitempty"`
-	}{p.Template, p.TTLSeconds, p.Metadata, p.Env, p.Snapshot, p.CPUs, p.MemoryMiB, p.DiskGiB, p.Network}
+		Volumes    []VolumeMount     `json:"volumes,omitempty"`
+	}{p.Template, p.TTLSeconds, p.Metadata, p.Env, p.Snapshot, p.CPUs, p.MemoryMiB, p.DiskGiB, p.Network, p.Volumes}
 	sb := &Sandbox{c: c}
 	if err := c.do(ctx, request{method: "POST", path: "/v1/sandboxes", body: body}, sb); err != nil {
 		return nil, err

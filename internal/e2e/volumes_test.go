@@ -1,0 +1,284 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	sdk "github.com/pandastack/pandastack/sdk/go"
+)
+
+// vsh runs cmd in sb and returns its stdout, trimmed; a failure ends the test.
+func vsh(t *testing.T, sb *sdk.Sandbox, cmd string) string {
+	t.Helper()
+	r, err := sb.Exec(context.Background(), cmd, sdk.ExecOptions{TimeoutSeconds: 60})
+	if err != nil {
+		t.Fatalf("%s: exec %q: %v", sb.ID, cmd, err)
+	}
+	if r.ExitCode != 0 {
+		t.Fatalf("%s: %q exited %d: %s", sb.ID, cmd, r.ExitCode, r.Stderr)
+	}
+	return strings.TrimSpace(string(r.Stdout))
+}
+
+// wantAPIError checks err's HTTP status and code.
+func wantAPIError(t *testing.T, err error, status int, code, what string) {
+	t.Helper()
+	var ae *sdk.APIError
+	if !errors.As(err, &ae) {
+		t.Fatalf("%s: got %v, want HTTP %d %s", what, err, status, code)
+	}
+	if ae.Status != status || ae.Code != code || ae.Message == "" {
+		t.Fatalf("%s: got HTTP %d %s %q, want HTTP %d %s with a message", what, ae.Status, ae.Code, ae.Message, status, code)
+	}
+}
+
+// volumeDir is where a server keeps volume id's file.
+func volumeDir(s *serverProc, id string) string { return filepath.Join(s.dataDir, "cow", "volumes", id) }
+
+// The life of a volume on one server: bad input refused, data that
+// survives kill and hibernate, forks and snapshots that get copies, and
+// nothing left behind.
+func TestVolumes(t *testing.T) {
+	ctx := context.Background()
+	c := teamClient(t, "volumes")
+
+	// Bad input: each a clear error, nothing made.
+	_, err := c.CreateVolume(ctx, "tiny", 8)
+	wantAPIError(t, err, 400, "invalid_argument", "a volume under 16 MiB")
+	_, err = c.CreateVolume(ctx, "../x", 64)
+	wantAPIError(t, err, 400, "invalid_argument", "a bad volume name")
+	_, err = c.CreateVolume(ctx, "huge", 1<<20) // 1 TiB: more than the test host's free disk
+	wantAPIError(t, err, 507, "insufficient_storage", "a volume larger than the free disk")
+	if list, err := c.ListVolumes(ctx); err != nil || len(list) != 0 {
+		t.Fatalf("volumes after refused creates: %v %+v", err, list)
+	}
+
+	vol, err := c.CreateVolume(ctx, "data", 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(vol.ID, "vol_") || vol.SizeMiB != 64 || vol.SandboxID != "" {
+		t.Fatalf("new volume: %+v", vol)
+	}
+	_, err = c.CreateVolume(ctx, "data", 64)
+	wantAPIError(t, err, 409, "conflict", "a taken volume name")
+
+	// Another team sees nothing of it.
+	other := teamClient(t, "volumes-other")
+	_, err = other.GetVolume(ctx, vol.ID)
+	wantAPIError(t, err, 404, "not_found", "another team's volume")
+	_, err = other.CreateSandbox(ctx, sdk.CreateSandboxParams{Template: template, TTLSeconds: 60,
+		Volumes: []sdk.VolumeMount{{Volume: vol.ID, Path: "/data"}}})
+	wantAPIError(t, err, 404, "not_found", "attach another team's volume")
+
+	// Attached at create, by name; the guest sees its whole size.
+	a := newSandbox(t, c, sdk.CreateSandboxParams{Volumes: []sdk.VolumeMount{{Volume: "data", Path: "/data"}}})
+	if kb, _ := strconv.Atoi(vsh(t, a, "df -k --output=size /data | tail -1")); kb < 50_000 {
+		t.Fatalf("/data is %d kB, want the 64 MiB volume's size", kb)
+	}
+	if got := vsh(t, a, "findmnt -n -o FSTYPE /data"); got != "ext4" {
+		t.Fatalf("/data is %q, want an ext4 mount", got)
+	}
+	sum := vsh(t, a, "head -c 3000000 /dev/urandom > /data/blob && sha256sum /data/blob | cut -d' ' -f1")
+	got, err := c.GetVolume(ctx, "data")
+	if err != nil || got.SandboxID != a.ID || got.MountPath != "/data" {
+		t.Fatalf("attached volume: %v %+v", err, got)
+	}
+
+	// In use: not attached twice, not deleted; the holder keeps it.
+	_, err = c.CreateSandbox(ctx, sdk.CreateSandboxParams{Template: template, TTLSeconds: 60,
+		Volumes: []sdk.VolumeMount{{Volume: vol.ID, Path: "/other"}}})
+	wantAPIError(t, err, 409, "conflict", "attach a volume in use")
+	wantAPIError(t, c.DeleteVolume(ctx, vol.ID), 409, "conflict", "delete an attached volume")
+	if got, _ := c.GetVolume(ctx, vol.ID); got.SandboxID != a.ID {
+		t.Fatalf("after refused attach and delete, the volume reads %+v", got)
+	}
+
+	// A fork gets a copy: same bytes; its writes and the parent's after
+	// the fork are invisible to each other; the volume stays the parent's.
+	kid, err := a.Fork(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := vsh(t, kid, "sha256sum /data/blob | cut -d' ' -f1"); s != sum {
+		t.Fatalf("fork's copy of the volume: sum %s, want %s", s, sum)
+	}
+	vsh(t, kid, "echo kid > /data/kid.txt && sync")
+	vsh(t, a, "echo parent > /data/parent.txt && sync")
+	if s := vsh(t, a, "ls /data"); strings.Contains(s, "kid.txt") {
+		t.Fatalf("the fork's write shows in the parent's volume: %s", s)
+	}
+	if s := vsh(t, kid, "ls /data"); strings.Contains(s, "parent.txt") {
+		t.Fatalf("the parent's write shows in the fork's copy: %s", s)
+	}
+	if got, _ := c.GetVolume(ctx, vol.ID); got.SandboxID != a.ID {
+		t.Fatalf("after the fork the volume reads %+v", got)
+	}
+	if err := kid.Kill(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the fork's files (and its volume copy) removed", func() bool {
+		return !slices.Contains(vmDirs(main.dataDir), kid.ID)
+	})
+
+	// A snapshot keeps a copy; a sandbox made from it mounts that copy.
+	sn, err := a.Snapshot(ctx, "with-volume")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.CreateSandbox(ctx, sdk.CreateSandboxParams{Snapshot: sn.ID, TTLSeconds: 60,
+		Volumes: []sdk.VolumeMount{{Volume: vol.ID, Path: "/data"}}})
+	wantAPIError(t, err, 400, "invalid_argument", "volumes with a snapshot")
+	fromSnap := newSandbox(t, c, sdk.CreateSandboxParams{Snapshot: sn.ID})
+	if s := vsh(t, fromSnap, "sha256sum /data/blob | cut -d' ' -f1; cat /data/parent.txt"); s != sum+"\nparent" {
+		t.Fatalf("snapshot's copy of the volume reads %q", s)
+	}
+	vsh(t, fromSnap, "echo snap > /data/snap.txt && sync")
+	if err := fromSnap.Kill(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeleteSnapshot(ctx, sn.ID); err != nil {
+		t.Fatal(err)
+	}
+
+	// Hibernate and wake: the same volume, the same bytes, still writable.
+	if err := a.Hibernate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := c.GetVolume(ctx, vol.ID); got.SandboxID != a.ID {
+		t.Fatalf("a hibernated sandbox keeps its volume; it reads %+v", got)
+	}
+	wantAPIError(t, c.DeleteVolume(ctx, vol.ID), 409, "conflict", "delete the volume of a hibernated sandbox")
+	if s := vsh(t, a, "sha256sum /data/blob | cut -d' ' -f1"); s != sum {
+		t.Fatalf("after wake: sum %s, want %s", s, sum)
+	}
+	vsh(t, a, "echo woken > /data/woken.txt")
+
+	// Kill: the volume is free, its data kept (what the guest had not yet
+	// flushed included: a kill syncs first).
+	if err := a.Kill(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := c.GetVolume(ctx, vol.ID); got.SandboxID != "" || got.MountPath != "" {
+		t.Fatalf("after kill the volume reads %+v", got)
+	}
+	b := newSandbox(t, c, sdk.CreateSandboxParams{Volumes: []sdk.VolumeMount{{Volume: vol.ID, Path: "/mnt/v"}}})
+	if s := vsh(t, b, "sha256sum /mnt/v/blob | cut -d' ' -f1; cat /mnt/v/parent.txt /mnt/v/woken.txt; ls /mnt/v"); s != sum+"\nparent\nwoken\nblob\nlost+found\nparent.txt\nwoken.txt" {
+		t.Fatalf("the volume in a new sandbox reads %q", s)
+	}
+	if err := b.Kill(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// Delete: the record and the file go.
+	if _, err := os.Stat(volumeDir(main, vol.ID)); err != nil {
+		t.Fatalf("volume file before delete: %v", err)
+	}
+	if err := c.DeleteVolume(ctx, "data"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.GetVolume(ctx, vol.ID)
+	wantAPIError(t, err, 404, "not_found", "a deleted volume")
+	if _, err := os.Stat(volumeDir(main, vol.ID)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("volume files after delete: %v", err)
+	}
+}
+
+// Volumes survive server restarts: a crash leaves the sandbox running with
+// its volume; a sandbox whose VM died while the server was down is failed
+// and its volume freed, with what the guest had synced.
+func TestVolumesRestart(t *testing.T) {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "ps-volrestart-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer removeDataDir(dir)
+	s, err := startServer(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { s.stop() }()
+	if err := s.waitTemplate(template, 20*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	c := s.client(s.admin)
+	vol, err := c.CreateVolume(ctx, "keep", 32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mount := []sdk.VolumeMount{{Volume: "keep", Path: "/data"}}
+	a, err := c.CreateSandbox(ctx, sdk.CreateSandboxParams{Template: template, TTLSeconds: 600, Volumes: mount})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := vsh(t, a, "head -c 1000000 /dev/urandom > /data/blob && sync && sha256sum /data/blob | cut -d' ' -f1")
+
+	// A crash: the VM runs on with its volume; the next server re-attaches.
+	s.crash()
+	if s, err = startServer(dir); err != nil {
+		t.Fatal(err)
+	}
+	c = s.client(s.admin)
+	a = c.Sandbox(a.ID)
+	if got := vsh(t, a, "sha256sum /data/blob | cut -d' ' -f1"); got != sum {
+		t.Fatalf("after restart: sum %s, want %s", got, sum)
+	}
+	if got, _ := c.GetVolume(ctx, vol.ID); got.SandboxID != a.ID {
+		t.Fatalf("after restart the volume reads %+v", got)
+	}
+	vsh(t, a, "echo restarted > /data/restarted.txt") // not synced: the kill does it
+	if err := a.Kill(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// A VM that dies while the server is down: its sandbox fails at the next
+	// start and its volume is freed.
+	b, err := c.CreateSandbox(ctx, sdk.CreateSandboxParams{Template: template, TTLSeconds: 600, Volumes: mount})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := vsh(t, b, "cat /data/restarted.txt; echo died > /data/died.txt; sync; sha256sum /data/blob | cut -d' ' -f1"); got != "restarted\n"+sum {
+		t.Fatalf("second sandbox reads %q", got)
+	}
+	s.crash()
+	for _, pid := range qemuProcesses(dir) {
+		if strings.Contains(cmdline(pid), b.ID) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	if s, err = startServer(dir); err != nil {
+		t.Fatal(err)
+	}
+	c = s.client(s.admin)
+	if got, err := c.GetSandbox(ctx, b.ID); err != nil || got.State != "failed" {
+		t.Fatalf("sandbox whose VM died while the server was down: %v %+v", err, got)
+	}
+	if got, _ := c.GetVolume(ctx, vol.ID); got.SandboxID != "" {
+		t.Fatalf("the failed sandbox's volume reads %+v", got)
+	}
+	d, err := c.CreateSandbox(ctx, sdk.CreateSandboxParams{Template: template, TTLSeconds: 600, Volumes: mount})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := vsh(t, d, "cat /data/restarted.txt /data/died.txt"); got != "restarted\ndied" {
+		t.Fatalf("third sandbox reads %q", got)
+	}
+	if err := d.Kill(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeleteVolume(ctx, vol.ID); err != nil {
+		t.Fatal(err)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(dir, "cow", "volumes")); len(ents) != 0 {
+		t.Fatalf("volume files left: %v", ents)
+	}
+}
