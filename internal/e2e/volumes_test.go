@@ -87,6 +87,9 @@ func TestVolumes(t *testing.T) {
 	if got := vsh(t, a, "findmnt -n -o FSTYPE /data"); got != "ext4" {
 		t.Fatalf("/data is %q, want an ext4 mount", got)
 	}
+	if b, err := os.ReadFile(main.log); err == nil && strings.Contains(string(b), "reprobed") {
+		t.Logf("the guest missed the size change and re-probed the volume's device")
+	}
 	sum := vsh(t, a, "head -c 3000000 /dev/urandom > /data/blob && sha256sum /data/blob | cut -d' ' -f1")
 	got, err := c.GetVolume(ctx, "data")
 	if err != nil || got.SandboxID != a.ID || got.MountPath != "/data" {
