@@ -19,7 +19,7 @@ from unittest import mock
 
 import pandastack
 from pandastack import (APIConnectionError, AuthenticationError, ConflictError, GoneError,
-                        InternalServerError, InvalidArgumentError, MethodNotAllowedError,
+                        InsufficientStorageError, InternalServerError, InvalidArgumentError, MethodNotAllowedError,
                         NotFoundError, OutputTooLargeError, PandaStack, PandaStackError,
                         PayloadTooLargeError, PermissionDeniedError, QuotaExceededError,
                         RateLimitError, RequestTimeoutError, Sandbox, UnavailableError)
@@ -95,8 +95,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self._json(200, {})
         if path == "/v1/health":
             return self._json(200, {"status": "ok"})
+        if path == "/v1/volumes" and self.command == "POST":
+            req = json.loads(body["data"])
+            if req["size_mib"] > 1000:
+                return self._json(507, {"error": {"code": "insufficient_storage", "message": "does not fit"}})
+            return self._json(201, {"id": "vol_1", "name": req["name"], "size_mib": req["size_mib"], "sandbox_id": ""})
         if path == "/v1/sandboxes" and self.command == "POST":
             req = json.loads(body["data"])
+            srv.create_bodies = getattr(srv, "create_bodies", []) + [req]
             return self._json(201, {"id": "sbx_1", "state": "running", "accel": "tcg",
                                     "template": req["template"], "metadata": {}, "cpus": 1,
                                     "created_at": "2024-05-06T07:08:09.123456789Z"})
@@ -195,6 +201,15 @@ class LocalServerTest(unittest.TestCase):
                 self.assertIn(code, str(e))
         self.assertTrue(issubclass(QuotaExceededError, RateLimitError))
         self.assertTrue(issubclass(RequestTimeoutError, TimeoutError))
+
+    def test_volumes(self):
+        c = self.client()
+        self.assertEqual(c.volumes.create("data", 64)["id"], "vol_1")
+        with self.assertRaises(InsufficientStorageError) as cm:
+            c.volumes.create("huge", 1 << 20)
+        self.assertEqual((cm.exception.status, cm.exception.code), (507, "insufficient_storage"))
+        c.sandboxes.create("base", volumes={"data": "/data"})
+        self.assertEqual(self.srv.create_bodies[-1]["volumes"], [{"volume": "data", "path": "/data"}])
 
     def test_non_json_error(self):
         with self.assertRaises(UnavailableError) as cm:
