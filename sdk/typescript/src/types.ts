@@ -87,6 +87,53 @@ export interface CreateSandboxParams {
   diskGib?: number;
   /** Egress policy and public ports (default: allow all, no public ports). */
   network?: NetworkPolicy;
+  /** Durable volumes to mount (at most 2), e.g. `[{ volume: "data", path: "/data" }]`. */
+  volumes?: VolumeMount[];
+}
+
+/** Mounts a durable volume (by name or id) at `path` in a new sandbox. */
+export interface VolumeMount {
+  volume: string;
+  path: string;
+}
+
+/** A durable volume: its data outlives the sandboxes it is mounted in. */
+export interface Volume {
+  id: string;
+  teamId: string;
+  name: string;
+  sizeMib: number;
+  createdAt: Date;
+  /** The live sandbox it is attached to; "" when free. */
+  sandboxId: string;
+  mountPath: string;
+  host: string;
+}
+
+/** @internal */
+export interface WireVolume {
+  id: string;
+  team_id: string;
+  name: string;
+  size_mib: number;
+  created_at: string;
+  sandbox_id: string;
+  mount_path?: string;
+  host: string;
+}
+
+/** @internal */
+export function toVolume(w: WireVolume): Volume {
+  return {
+    id: w.id,
+    teamId: w.team_id,
+    name: w.name,
+    sizeMib: w.size_mib,
+    createdAt: new Date(w.created_at),
+    sandboxId: w.sandbox_id ?? "",
+    mountPath: w.mount_path ?? "",
+    host: w.host,
+  };
 }
 
 /** Filters for listing sandboxes. */
@@ -302,6 +349,7 @@ export interface WireCreateSandboxRequest {
   metadata?: Record<string, string>;
   env?: Record<string, string>;
   network?: WireNetworkPolicy;
+  volumes?: VolumeMount[];
 }
 
 export interface WireExecRequest {
