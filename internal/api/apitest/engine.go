@@ -21,6 +21,8 @@ type Engine struct {
 	AccelValue pandastack.Accel
 	// CreateErr, when set, is returned by Create (to test error mapping).
 	CreateErr error
+	// VolumeErr, when set, is returned by CreateVolume.
+	VolumeErr error
 
 	mu     sync.Mutex
 	guests map[string]*Guest
@@ -210,6 +212,9 @@ func (e *Engine) DeleteSnapshot(ctx context.Context, id string) error {
 
 // CreateVolume records a volume (the fake keeps no file).
 func (e *Engine) CreateVolume(ctx context.Context, teamID, name string, sizeMiB int) (pandastack.Volume, error) {
+	if e.VolumeErr != nil {
+		return pandastack.Volume{}, e.VolumeErr
+	}
 	v := pandastack.Volume{ID: randomID("vol_"), TeamID: teamID, Name: name, SizeMiB: sizeMiB, Host: "fake-host",
 		CreatedAt: time.Now().UTC().Truncate(time.Millisecond)}
 	return v, e.Store.CreateVolume(ctx, v)
