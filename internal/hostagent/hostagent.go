@@ -48,6 +48,10 @@ type Config struct {
 	// VolumeDir keeps durable volumes (on the reflink filesystem); ""
 	// disables volumes.
 	VolumeDir string
+	// SpaceDirs are further directories whose filesystems must have room
+	// for a new volume: the filesystem under a loop-mounted VM image,
+	// which may have less free than the image says it has.
+	SpaceDirs []string
 	// Network, if set, holds sandboxes' network policies.
 	Network Network
 }

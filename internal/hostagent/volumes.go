@@ -52,7 +52,7 @@ func (a *Agent) CreateVolume(ctx context.Context, teamID, name string, sizeMiB i
 	if err := os.MkdirAll(a.cfg.VolumeDir, 0o700); err != nil {
 		return pandastack.Volume{}, fmt.Errorf("create volume dir: %w", err)
 	}
-	free, err := cowfs.Free(a.cfg.VolumeDir)
+	free, err := a.volumeSpace()
 	if err != nil {
 		return pandastack.Volume{}, fmt.Errorf("create volume: %w", err)
 	}
@@ -75,6 +75,23 @@ func (a *Agent) CreateVolume(ctx context.Context, teamID, name string, sizeMiB i
 	}
 	a.log.Info("volume created", "volume", v.ID, "name", name, "team", teamID, "size_mib", sizeMiB)
 	return v, nil
+}
+
+// volumeSpace is what a new volume may take: the least free space of the
+// volume filesystem and of the SpaceDirs.
+func (a *Agent) volumeSpace() (int64, error) {
+	free, err := cowfs.Free(a.cfg.VolumeDir)
+	if err != nil {
+		return 0, err
+	}
+	for _, d := range a.cfg.SpaceDirs {
+		f, err := cowfs.Free(d)
+		if err != nil {
+			return 0, err
+		}
+		free = min(free, f)
+	}
+	return free, nil
 }
 
 // makeVolumeFile makes a sparse file of size bytes and formats it ext4.
