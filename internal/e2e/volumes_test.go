@@ -205,7 +205,23 @@ func TestVolumes(t *testing.T) {
 	if s := vsh(t, b, "sha256sum /mnt/v/blob | cut -d' ' -f1; cat /mnt/v/parent.txt /mnt/v/woken.txt; ls /mnt/v"); s != sum+"\nparent\nwoken\nblob\nlost+found\nparent.txt\nwoken.txt" {
 		t.Fatalf("the volume in a new sandbox reads %q", s)
 	}
-	if err := b.Kill(ctx); err != nil {
+	vsh(t, b, "echo expiring > /mnt/v/expiring.txt") // not synced: expiry does it
+	if err := b.SetTTL(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	// TTL expiry frees the volume like a kill, with what the guest wrote.
+	eventually(t, 20*time.Second, "the expired sandbox's volume freed", func() bool {
+		got, err := c.GetVolume(ctx, vol.ID)
+		return err == nil && got.SandboxID == ""
+	})
+	if got, _ := c.GetSandbox(ctx, b.ID); got.State != "expired" {
+		t.Fatalf("sandbox after its TTL: %+v", got)
+	}
+	b2 := newSandbox(t, c, sdk.CreateSandboxParams{Volumes: []sdk.VolumeMount{{Volume: vol.ID, Path: "/data"}}})
+	if s := vsh(t, b2, "cat /data/expiring.txt"); s != "expiring" {
+		t.Fatalf("after expiry the volume reads %q", s)
+	}
+	if err := b2.Kill(ctx); err != nil {
 		t.Fatal(err)
 	}
 
@@ -252,6 +268,19 @@ func TestVolumesRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	sum := vsh(t, a, "head -c 1000000 /dev/urandom > /data/blob && sync && sha256sum /data/blob | cut -d' ' -f1")
+	// A hibernated sandbox keeps its volume across the restart.
+	if _, err := c.CreateVolume(ctx, "sleepy", 16); err != nil {
+		t.Fatal(err)
+	}
+	sleepy, err := c.CreateSandbox(ctx, sdk.CreateSandboxParams{Template: template, TTLSeconds: 600,
+		Volumes: []sdk.VolumeMount{{Volume: "sleepy", Path: "/sleepy"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vsh(t, sleepy, "echo dreams > /sleepy/d.txt")
+	if err := sleepy.Hibernate(ctx); err != nil {
+		t.Fatal(err)
+	}
 
 	// A crash: the VM runs on with its volume; the next server re-attaches.
 	s.crash()
@@ -266,6 +295,20 @@ func TestVolumesRestart(t *testing.T) {
 	if got, _ := c.GetVolume(ctx, vol.ID); got.SandboxID != a.ID {
 		t.Fatalf("after restart the volume reads %+v", got)
 	}
+	sleepy = c.Sandbox(sleepy.ID)
+	if got := vsh(t, sleepy, "cat /sleepy/d.txt; echo awake >> /sleepy/d.txt"); got != "dreams" {
+		t.Fatalf("hibernated sandbox woken after restart reads %q", got)
+	}
+	if got, _ := c.GetVolume(ctx, "sleepy"); got.SandboxID != sleepy.ID {
+		t.Fatalf("after restart and wake the volume reads %+v", got)
+	}
+	if err := sleepy.Kill(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeleteVolume(ctx, "sleepy"); err != nil {
+		t.Fatal(err)
+	}
+
 	// The re-attached VM still knows its volume: a fork gets a copy of it.
 	kid, err := a.Fork(ctx)
 	if err != nil {
