@@ -79,6 +79,9 @@ type Sandbox struct {
 	// ports are served under (PORT-ID.Domain); the API fills both in.
 	Network *NetworkPolicy `json:"network,omitempty"`
 	Domain  string         `json:"domain,omitempty"`
+	// Volumes are the durable volumes attached to it (by id); the API
+	// fills them in from the volumes' records.
+	Volumes []VolumeMount `json:"volumes,omitempty"`
 }
 
 // Template is a baked guest image sandboxes are created from.

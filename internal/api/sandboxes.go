@@ -178,8 +178,12 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) error {
 	if sbs == nil {
 		sbs = []pandastack.Sandbox{}
 	}
+	mounts, err := s.volumeMounts(r, caller(r).team.ID)
+	if err != nil {
+		return err
+	}
 	for i := range sbs {
-		sbs[i] = s.present(r, sbs[i])
+		sbs[i] = s.presentWith(r, sbs[i], mounts)
 	}
 	writeJSON(w, http.StatusOK, sandboxList{Sandboxes: sbs})
 	return nil
@@ -295,6 +299,33 @@ func (s *Server) setTTL(w http.ResponseWriter, r *http.Request) error {
 // present prepares a sandbox for the wire: metadata is always an object;
 // its template version, port domain and network policy are filled in.
 func (s *Server) present(r *http.Request, sb pandastack.Sandbox) pandastack.Sandbox {
+	mounts, err := s.volumeMounts(r, sb.TeamID)
+	if err != nil {
+		s.log.WarnContext(r.Context(), "list volumes", "err", err)
+	}
+	return s.presentWith(r, sb, mounts)
+}
+
+// volumeMounts maps a team's sandboxes to the volumes attached to them.
+func (s *Server) volumeMounts(r *http.Request, teamID string) (map[string][]pandastack.VolumeMount, error) {
+	vols, err := s.cfg.Store.ListVolumes(r.Context(), teamID)
+	if err != nil {
+		return nil, wrap(err, "list volumes")
+	}
+	out := map[string][]pandastack.VolumeMount{}
+	for _, v := range vols {
+		if v.SandboxID != "" {
+			out[v.SandboxID] = append(out[v.SandboxID], pandastack.VolumeMount{Volume: v.ID, Path: v.MountPath})
+		}
+	}
+	return out, nil
+}
+
+// presentWith is present with the team's volume mounts already looked up.
+func (s *Server) presentWith(r *http.Request, sb pandastack.Sandbox, mounts map[string][]pandastack.VolumeMount) pandastack.Sandbox {
+	if sb.State.Live() {
+		sb.Volumes = mounts[sb.ID]
+	}
 	if sb.Metadata == nil {
 		sb.Metadata = map[string]string{}
 	}

@@ -107,6 +107,28 @@ func TestVolumes(t *testing.T) {
 		}
 	})
 
+	t.Run("a sandbox shows the volumes attached to it", func(t *testing.T) {
+		sb := newSandbox(t, env, env.Key, nil)
+		if err := env.Store.AttachVolume(context.Background(), v.ID, sb.ID, "/data", 0); err != nil {
+			t.Fatal(err)
+		}
+		defer env.Store.DetachVolumes(context.Background(), sb.ID)
+		type withVolumes struct {
+			ID      string
+			Volumes []pandastack.VolumeMount
+		}
+		got := decode[withVolumes](t, call(t, env, req{method: "GET", path: "/v1/sandboxes/" + sb.ID, key: env.Key}))
+		if len(got.Volumes) != 1 || got.Volumes[0] != (pandastack.VolumeMount{Volume: v.ID, Path: "/data"}) {
+			t.Fatalf("GET sandbox shows volumes %+v", got.Volumes)
+		}
+		list := decode[struct{ Sandboxes []withVolumes }](t, call(t, env, req{method: "GET", path: "/v1/sandboxes", key: env.Key}))
+		for _, o := range list.Sandboxes {
+			if (o.ID == sb.ID) != (len(o.Volumes) == 1) {
+				t.Fatalf("list shows %s with volumes %+v", o.ID, o.Volumes)
+			}
+		}
+	})
+
 	t.Run("an attached volume is not deleted", func(t *testing.T) {
 		if err := env.Store.AttachVolume(context.Background(), v.ID, "sb_holder", "/data", 0); err != nil {
 			t.Fatal(err)

@@ -31,6 +31,8 @@ type Sandbox struct {
 	// sandboxes no network); Domain is where its ports are served (Host).
 	Network *NetworkPolicy `json:"network,omitempty"`
 	Domain  string         `json:"domain,omitempty"`
+	// Volumes are the durable volumes attached to it (Volume is the id).
+	Volumes []VolumeMount `json:"volumes,omitempty"`
 
 	c *Client
 }
