@@ -38,6 +38,8 @@ export interface SandboxInfo {
   network?: NetworkPolicy | undefined;
   /** Ports are served at `PORT-ID.domain` through the server (see `getHost`). */
   domain: string;
+  /** The durable volumes attached to it (`volume` is the id). */
+  volumes: VolumeMount[];
 }
 
 /**
@@ -325,6 +327,7 @@ export interface WireSandbox {
   end_reason?: string;
   network?: WireNetworkPolicy;
   domain?: string;
+  volumes?: VolumeMount[];
 }
 
 export interface WireNetworkPolicy {
@@ -452,6 +455,7 @@ export function toSandboxInfo(w: WireSandbox): SandboxInfo {
     endReason: w.end_reason || undefined,
     network: w.network ? toNetworkPolicy(w.network) : undefined,
     domain: w.domain || "localhost",
+    volumes: w.volumes ?? [],
   };
 }
 
