@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -39,6 +40,26 @@ func wantAPIError(t *testing.T, err error, status int, code, what string) {
 	if ae.Status != status || ae.Code != code || ae.Message == "" {
 		t.Fatalf("%s: got HTTP %d %s %q, want HTTP %d %s with a message", what, ae.Status, ae.Code, ae.Message, status, code)
 	}
+}
+
+// holders lists the processes that have file open.
+func holders(file string) []int {
+	var pids []int
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
+		fds, _ := os.ReadDir(filepath.Join("/proc", p.Name(), "fd"))
+		for _, fd := range fds {
+			if l, _ := os.Readlink(filepath.Join("/proc", p.Name(), "fd", fd.Name())); l == file {
+				pids = append(pids, pid)
+				break
+			}
+		}
+	}
+	return pids
 }
 
 // volumeDir is where a server keeps volume id's file.
@@ -87,7 +108,9 @@ func TestVolumes(t *testing.T) {
 	wantAPIError(t, err, 404, "not_found", "attach another team's volume")
 
 	// Attached at create, by name; the guest sees its whole size.
+	t0 := time.Now()
 	a := newSandbox(t, c, sdk.CreateSandboxParams{Volumes: []sdk.VolumeMount{{Volume: "data", Path: "/data"}}})
+	t.Logf("create with a volume (its own QEMU, resize, mount) took %v", time.Since(t0))
 	if kb, _ := strconv.Atoi(vsh(t, a, "df -k --output=size /data | tail -1")); kb < 50_000 {
 		t.Fatalf("/data is %d kB, want the 64 MiB volume's size", kb)
 	}
@@ -101,6 +124,12 @@ func TestVolumes(t *testing.T) {
 	got, err := c.GetVolume(ctx, "data")
 	if err != nil || got.SandboxID != a.ID || got.MountPath != "/data" {
 		t.Fatalf("attached volume: %v %+v", err, got)
+	}
+	if sb, err := c.GetSandbox(ctx, a.ID); err != nil || len(sb.Volumes) != 1 || sb.Volumes[0] != (sdk.VolumeMount{Volume: vol.ID, Path: "/data"}) {
+		t.Fatalf("the sandbox shows volumes %v %+v", err, sb)
+	}
+	if h := holders(filepath.Join(volumeDir(main, vol.ID), "volume.raw")); len(h) != 1 || !strings.Contains(cmdline(h[0]), a.ID) {
+		t.Fatalf("the volume file is open in %v, want in the sandbox's QEMU alone", h)
 	}
 
 	// In use: not attached twice, not deleted; the holder keeps it.
@@ -201,6 +230,48 @@ func TestVolumes(t *testing.T) {
 	if got, _ := c.GetVolume(ctx, vol.ID); got.SandboxID != "" || got.MountPath != "" {
 		t.Fatalf("after kill the volume reads %+v", got)
 	}
+	volFile := filepath.Join(volumeDir(main, vol.ID), "volume.raw")
+	eventually(t, 10*time.Second, "no process holding the volume after the kill", func() bool { return len(holders(volFile)) == 0 })
+
+	// A create that fails after the attach (the guest cannot mount there)
+	// frees the volume and leaves no VM holding it.
+	_, err = c.CreateSandbox(ctx, sdk.CreateSandboxParams{Template: template, TTLSeconds: 60,
+		Volumes: []sdk.VolumeMount{{Volume: vol.ID, Path: "/var/lib/dpkg/status/x"}}})
+	wantAPIError(t, err, 400, "invalid_argument", "a mount path the guest cannot use")
+	if got, _ := c.GetVolume(ctx, vol.ID); got.SandboxID != "" {
+		t.Fatalf("after a failed create the volume reads %+v", got)
+	}
+	eventually(t, 10*time.Second, "no process holding the volume after a failed create", func() bool { return len(holders(volFile)) == 0 })
+
+	// Two creates racing for one volume: one gets it, the other 409.
+	var wg sync.WaitGroup
+	racers := make([]*sdk.Sandbox, 2)
+	errs := make([]error, 2)
+	for i := range racers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			racers[i], errs[i] = c.CreateSandbox(ctx, sdk.CreateSandboxParams{Template: template, TTLSeconds: 60,
+				Volumes: []sdk.VolumeMount{{Volume: vol.ID, Path: "/data"}}})
+		}()
+	}
+	wg.Wait()
+	won := 0
+	for i, err := range errs {
+		if err == nil {
+			won++
+			if err := racers[i].Kill(ctx); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		wantAPIError(t, err, 409, "conflict", "the losing racer")
+	}
+	if won != 1 {
+		t.Fatalf("%d of 2 racing creates got the volume, want 1 (%v)", won, errs)
+	}
+	eventually(t, 10*time.Second, "no process holding the volume after the race", func() bool { return len(holders(volFile)) == 0 })
+
 	b := newSandbox(t, c, sdk.CreateSandboxParams{Volumes: []sdk.VolumeMount{{Volume: vol.ID, Path: "/mnt/v"}}})
 	if s := vsh(t, b, "sha256sum /mnt/v/blob | cut -d' ' -f1; cat /mnt/v/parent.txt /mnt/v/woken.txt; ls /mnt/v"); s != sum+"\nparent\nwoken\nblob\nlost+found\nparent.txt\nwoken.txt" {
 		t.Fatalf("the volume in a new sandbox reads %q", s)

@@ -223,7 +223,8 @@ while [ "$(cat /sys/block/$dev/size)" != "$want" ]; do
   [ $i -gt 600 ] && { echo "$slot ($dev) shows $(cat /sys/block/$dev/size) sectors, want $want" >&2; exit 1; }
   sleep 0.01
 done
-mkdir -p "$dir"
+mkdir -p "$dir" || exit 3
+[ -d "$dir" ] || { echo "$dir is not a directory" >&2; exit 3; }
 mount -t ext4 -o nodev,nosuid "/dev/$dev" "$dir"
 if [ -n "$owner" ] && [ "$owner" != root ] && [ "$(stat -c %u "$dir")" = 0 ] && [ "$(ls -A "$dir")" = lost+found ]; then
   chown "$owner": "$dir" 2>/dev/null || chown "$owner" "$dir"
@@ -245,6 +246,9 @@ func (a *Agent) mountVolumes(ctx context.Context, client *guestconn.Client, tpl 
 				}
 				return nil
 			})
+		if err == nil && res.ExitCode == 3 { // the path cannot hold a mount
+			return pandastack.Errorf(pandastack.EInvalid, "cannot mount volume %s at %s: %s", v.Name, v.MountPath, lastLine(stderr.String()))
+		}
 		if err == nil && res.ExitCode != 0 {
 			err = fmt.Errorf("exit %d: %s", res.ExitCode, strings.TrimSpace(stderr.String()))
 		}
@@ -256,6 +260,17 @@ func (a *Agent) mountVolumes(ctx context.Context, client *guestconn.Client, tpl 
 		}
 	}
 	return nil
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		s = s[i+1:]
+	}
+	if len(s) > 200 {
+		s = s[:200]
+	}
+	return s
 }
 
 // releaseVolumes frees the volumes attached to an ended sandbox. Their
