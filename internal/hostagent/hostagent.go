@@ -152,6 +152,13 @@ func (a *Agent) Create(ctx context.Context, req pandastack.CreateRequest) (panda
 	// fails on the way frees them.
 	var vols []pandastack.Volume
 	held := ""
+	if len(req.Volumes) > pandastack.MaxVolumeMounts || len(req.Volumes) > snap.Machine.VolumeSlots {
+		if snap.Machine.VolumeSlots == 0 {
+			return pandastack.Sandbox{}, pandastack.Errorf(pandastack.EInvalid,
+				"template %s was baked before volumes existed: rebuild it to mount volumes", tpl.Name)
+		}
+		return pandastack.Sandbox{}, pandastack.Errorf(pandastack.EInvalid, "at most %d volumes per sandbox", snap.Machine.VolumeSlots)
+	}
 	if len(req.Volumes) > 0 {
 		b := make([]byte, 8)
 		_, _ = rand.Read(b)

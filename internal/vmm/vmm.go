@@ -39,6 +39,10 @@ type Machine struct {
 	Kernel    string `json:"kernel"`
 	Initrd    string `json:"initrd"`
 	Cmdline   string `json:"cmdline"`
+	// VolumeSlots is how many volume drives the VM has: VolumeSlots for
+	// every machine baked since volumes exist, 0 for one saved before
+	// (its snapshots restore onto the devices they were saved with).
+	VolumeSlots int `json:"volume_slots,omitempty"`
 }
 
 // BootSpec describes a cold boot.
@@ -57,9 +61,9 @@ const (
 )
 
 // VolumeSlots is how many volume drives every VM has (besides its root
-// disk). A snapshot restores only onto the same devices, so the slots exist
-// in every VM, bakes included: an empty slot holds a small placeholder file
-// of PlaceholderSize bytes.
+// disk; see Machine.VolumeSlots). A snapshot restores only onto the same
+// devices, so the slots exist in every VM, bakes included: an empty slot
+// holds a small placeholder file of PlaceholderSize bytes.
 const VolumeSlots = 2
 
 // PlaceholderSize is the size of an empty volume slot's file.

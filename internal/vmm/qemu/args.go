@@ -48,9 +48,9 @@ func volFDSet(i int) int { return 2 + i }
 // restores onto any VM: only the files behind them differ. The guest finds
 // a slot by its serial (/sys/block/vdX/serial = "volN"). Guest flushes go
 // to the host's disk (cache=writeback honours them): a volume is durable.
-func volumeArgs(volFD int) []string {
+func volumeArgs(volFD, slots int) []string {
 	var args []string
-	for i := 0; i < vmm.VolumeSlots; i++ {
+	for i := 0; i < slots; i++ {
 		set := volFDSet(i)
 		args = append(args,
 			"-add-fd", fmt.Sprintf("fd=%d,set=%d,opaque=vol%d-rw", volFD+2*i, set, i),
@@ -111,7 +111,7 @@ func buildArgs(s argSpec) []string {
 		"-qmp", "unix:" + filepath.Join(s.dir, qmpSock) + ",server=on,wait=off",
 		"-sandbox", sandboxPolicy,
 	}
-	args = append(args, volumeArgs(s.volFD)...)
+	args = append(args, volumeArgs(s.volFD, s.m.VolumeSlots)...)
 	if s.incoming {
 		args = append(args, "-incoming", "defer")
 	}

@@ -176,7 +176,7 @@ func (d *Driver) Boot(ctx context.Context, spec vmm.BootSpec) (vmm.VM, error) {
 		d.releaseUID(uid)
 		return nil, fmt.Errorf("create vm dir: %w", err)
 	}
-	slots, err := openSlots(dir, [vmm.VolumeSlots]vmm.VolumeFile{}, uid)
+	slots, err := openSlots(dir, [vmm.VolumeSlots]vmm.VolumeFile{}, uid, spec.Machine.VolumeSlots)
 	if err != nil {
 		d.releaseUID(uid)
 		os.RemoveAll(dir)
@@ -247,7 +247,7 @@ func (d *Driver) prepare(ctx context.Context, m vmm.Machine, diskSize int64, pre
 		return nil, fmt.Errorf("open disk: %w", err)
 	}
 	defer ro.Close()
-	slots, err := openSlots(dir, vols, uid)
+	slots, err := openSlots(dir, vols, uid, m.VolumeSlots)
 	if err != nil {
 		cleanup()
 		return nil, err
@@ -406,13 +406,19 @@ func (d *Driver) restore(ctx context.Context, snap vmm.Snapshot, id string) (*vm
 // openSlots opens the files of a VM's volume slots, read-write and
 // read-only each (QEMU opens a drive both ways), for buildArgs' volFD: a
 // durable volume in place, a copy (reflink) or a placeholder made in dir.
-func openSlots(dir string, vols [vmm.VolumeSlots]vmm.VolumeFile, uid int) ([]*os.File, error) {
+func openSlots(dir string, vols [vmm.VolumeSlots]vmm.VolumeFile, uid, slots int) ([]*os.File, error) {
 	var files []*os.File
 	fail := func(err error) ([]*os.File, error) {
 		closeAll(files)
 		return nil, err
 	}
 	for i, f := range vols {
+		if i >= slots {
+			if f.Path != "" {
+				return fail(fmt.Errorf("volume slot %d: the machine has %d volume slots", i, slots))
+			}
+			continue
+		}
 		path := f.Path
 		if path == "" || f.Copy {
 			path = filepath.Join(dir, vmm.VolumeFileName(i))

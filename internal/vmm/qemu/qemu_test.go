@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pandastack/pandastack"
 	"github.com/pandastack/pandastack/internal/cowfs"
 	"github.com/pandastack/pandastack/internal/guestconn"
 	"github.com/pandastack/pandastack/internal/store/sqlite"
@@ -285,5 +286,71 @@ func TestSnapshotFilesAreSealed(t *testing.T) {
 		if st.Mode().Perm()&0o337 != 0 {
 			t.Errorf("%s has mode %v: want it read-only, and not readable by others", f, st.Mode())
 		}
+	}
+}
+
+// A durable file in a volume slot is opened in place, and the restored
+// guest sees its size (it saved the placeholder's), not a copy's.
+func TestVolumeSlotShowsTheVolume(t *testing.T) {
+	s := template(t)
+	if s.Machine.VolumeSlots != vmm.VolumeSlots {
+		t.Fatalf("template machine has %d volume slots, want %d", s.Machine.VolumeSlots, vmm.VolumeSlots)
+	}
+	dir := vmDir(t)
+	d := newDriver(t, dir)
+	defer d.Close()
+	vol := filepath.Join(vmDir(t), "volume.raw")
+	if err := os.WriteFile(vol, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(vol, 64<<20); err != nil {
+		t.Fatal(err)
+	}
+	s.Volumes[1] = vmm.VolumeFile{Path: vol}
+	v, err := d.Restore(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { v.Kill(context.Background()) })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	nc, err := v.(interface {
+		AgentConn(context.Context) (net.Conn, error)
+	}).AgentConn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, _, err := guestconn.NewConn(nc).Handshake(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	script := `for d in /sys/block/vd*; do echo "$(cat $d/serial 2>/dev/null) $(cat $d/size)"; done`
+	var got string
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		var out strings.Builder
+		_, err := cl.Exec(ctx, pandastack.ExecRequest{Args: []string{"/bin/sh", "-c", script}, User: "root"}, nil, func(ev pandastack.ExecEvent) error {
+			if ev.Type == "stdout" {
+				out.Write(ev.Data)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = out.String()
+		if strings.Contains(got, "vol1 131072\n") || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(got, "vol1 131072\n") || !strings.Contains(got, "vol0 2048\n") {
+		t.Fatalf("guest block devices (serial, 512-byte sectors):\n%s\nwant vol1 at 64 MiB and vol0 a 1 MiB placeholder", got)
+	}
+	if err := v.Kill(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(vol); err != nil || st.Size() != 64<<20 {
+		t.Fatalf("the volume after the VM was killed: %v", err)
 	}
 }
