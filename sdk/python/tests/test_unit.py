@@ -211,6 +211,11 @@ class LocalServerTest(unittest.TestCase):
         c.sandboxes.create("base", volumes={"data": "/data"})
         self.assertEqual(self.srv.create_bodies[-1]["volumes"], [{"volume": "data", "path": "/data"}])
 
+        async def run_async():
+            ac = AsyncPandaStack(sync_client=c)
+            return (await ac.volumes.create("data", 64))["id"]
+        self.assertEqual(asyncio.run(run_async()), "vol_1")
+
     def test_non_json_error(self):
         with self.assertRaises(UnavailableError) as cm:
             self.client()._t.call("GET", "/v1/proxy")
