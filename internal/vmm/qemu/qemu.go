@@ -337,12 +337,18 @@ func (d *Driver) restore(ctx context.Context, snap vmm.Snapshot, id string) (*vm
 	if err != nil {
 		return nil, fmt.Errorf("restore %s: %w", snap.Key, err)
 	}
-	// Pooled processes have placeholders open in their volume slots: a VM
-	// with volumes is started for them.
+	// Pooled processes have placeholders open in their volume slots: a
+	// volume copy is cloned into one (like RAM and disk), but a durable
+	// volume must be the file the VM opens, so a VM is started for it.
+	durable := false
+	for _, f := range snap.Volumes {
+		durable = durable || (f.Path != "" && !f.Copy)
+	}
 	var v *vm
-	if !snap.HasVolumes() {
+	if !durable {
 		v = d.take(snap, st.Size())
 	}
+	pooled := v != nil
 	if v == nil {
 		if v, err = d.prepare(ctx, snap.Machine, st.Size(), nil, snap.Volumes); err != nil {
 			return nil, fmt.Errorf("prepare qemu: %w", err)
@@ -368,6 +374,23 @@ func (d *Driver) restore(ctx context.Context, snap vmm.Snapshot, id string) (*vm
 		}
 		cowfs.Readahead(v.mem)
 	}
+	if pooled && snap.HasVolumes() {
+		for i, f := range snap.Volumes {
+			if f.Path == "" {
+				continue
+			}
+			if i >= v.machine.VolumeSlots {
+				return fail(fmt.Errorf("restore %s: volume slot %d: the machine has %d", snap.Key, i, v.machine.VolumeSlots))
+			}
+			if err := cowfs.CloneInto(filepath.Join(v.dir, vmm.VolumeFileName(i)), f.Path); err != nil {
+				return fail(fmt.Errorf("restore %s: volume copy: %w", snap.Key, err))
+			}
+			v.copies[i] = true
+		}
+		if err := v.writeMeta(); err != nil {
+			return fail(err)
+		}
+	}
 	if d.cfg.Network != nil {
 		if err := d.cfg.Network.Apply(ctx, v.id); err != nil {
 			return fail(fmt.Errorf("restore %s: %w", snap.Key, err))
@@ -381,26 +404,33 @@ func (d *Driver) restore(ctx context.Context, snap vmm.Snapshot, id string) (*vm
 	if err := v.q.runFD(ctx, "getfd", map[string]any{"fdname": "state"}, nil, int(sf.Fd())); err != nil {
 		return fail(fmt.Errorf("pass state file: %w", err))
 	}
-	if err := d.load(ctx, v); err != nil {
+	if err := d.load(ctx, v, v.resizeVolumes); err != nil {
 		return fail(fmt.Errorf("restore %s: %w", snap.Key, err))
 	}
-	// The guest last saw the size of the file the slot held when it was
-	// saved (a placeholder, for a volume attached now): a resize to the
-	// volume's own size makes QEMU signal a config change, and the guest
-	// reads the size again.
-	for i, p := range v.vols {
-		if p == "" {
+	return v, nil
+}
+
+// resizeVolumes sets each volume slot's drive to its file's size, while the
+// loaded VM is still paused. QEMU measured the files when it opened them
+// (a placeholder, before a copy was cloned into it), and the guest last
+// saw the size of what the slot held when it was saved (a placeholder, for
+// a volume attached now): block_resize makes QEMU measure again and signal
+// a config change, and the guest reads the size again once it runs.
+func (v *vm) resizeVolumes(ctx context.Context) error {
+	for i := 0; i < v.machine.VolumeSlots && i < vmm.VolumeSlots; i++ {
+		f, held := v.slotFile(i)
+		if !held {
 			continue
 		}
-		st, err := os.Stat(p)
+		st, err := os.Stat(f)
 		if err != nil {
-			return fail(fmt.Errorf("restore %s: volume: %w", snap.Key, err))
+			return fmt.Errorf("volume slot %d: %w", i, err)
 		}
 		if err := v.q.run(ctx, "block_resize", map[string]any{"device": fmt.Sprintf("vol%d", i), "size": st.Size()}, nil); err != nil {
-			return fail(fmt.Errorf("restore %s: announce volume size: %w", snap.Key, err))
+			return fmt.Errorf("announce volume slot %d size: %w", i, err)
 		}
 	}
-	return v, nil
+	return nil
 }
 
 // openSlots opens the files of a VM's volume slots, read-write and
@@ -460,8 +490,8 @@ func closeAll(files []*os.File) {
 
 // load streams the passed state into a prepared VM and resumes it: the
 // state was saved from a stopped VM, so QEMU stays paused after the load
-// until told to continue.
-func (d *Driver) load(ctx context.Context, v *vm) error {
+// (its drives active again) until told to continue; beforeCont runs then.
+func (d *Driver) load(ctx context.Context, v *vm, beforeCont func(context.Context) error) error {
 	for len(v.q.events) > 0 { // left from preparing
 		<-v.q.events
 	}
@@ -471,6 +501,11 @@ func (d *Driver) load(ctx context.Context, v *vm) error {
 	t0 := time.Now()
 	if err := v.waitIncoming(ctx); err != nil {
 		return fmt.Errorf("load state: %w: %s", err, v.logTail())
+	}
+	if beforeCont != nil {
+		if err := beforeCont(ctx); err != nil {
+			return err
+		}
 	}
 	t1 := time.Now()
 	if err := v.q.run(ctx, "cont", nil, nil); err != nil {
