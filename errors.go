@@ -16,13 +16,17 @@ const (
 	ETimeout        = "timeout"
 	EGone           = "gone" // the sandbox was killed or expired
 	ETooLarge       = "too_large"
-	ENoSpace        = "insufficient_storage" // the host's disk cannot hold it
 	EOutputTooLarge = "output_too_large"
 	ERateLimited    = "rate_limited"
 	EQuota          = "quota_exceeded"
 	EUnavailable    = "unavailable"
 	ERefused        = "connection_refused" // nothing listens on a sandbox port
 	EInternal       = "internal"
+
+	// EInsufficientStorage: the host's disk for VM state is full (nothing
+	// was saved and the sandbox runs on), or cannot hold a volume of the
+	// size asked for (nothing was made).
+	EInsufficientStorage = "insufficient_storage"
 )
 
 // Error is an error with a code a user can act on. Message is safe to show a

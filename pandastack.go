@@ -82,6 +82,9 @@ type Sandbox struct {
 	// Volumes are the durable volumes attached to it (by id); the API
 	// fills them in from the volumes' records.
 	Volumes []VolumeMount `json:"volumes,omitempty"`
+	// AutoHibernateSeconds, when above 0, hibernates the sandbox after that
+	// many seconds without activity (see README, "Auto-hibernate").
+	AutoHibernateSeconds int `json:"auto_hibernate_seconds,omitempty"`
 }
 
 // Template is a baked guest image sandboxes are created from.
@@ -342,6 +345,9 @@ type CreateRequest struct {
 	// Volumes are mounted in the new sandbox (at most MaxVolumeMounts; not
 	// with Snapshot).
 	Volumes []VolumeMount
+	// AutoHibernate, when above 0, hibernates the sandbox after that long
+	// without activity.
+	AutoHibernate time.Duration
 }
 
 // Guest is the live connection to one sandbox's guest agent.
@@ -384,7 +390,7 @@ type Engine interface {
 	Snapshot(ctx context.Context, id, name string) (Snapshot, error)
 	DeleteSnapshot(ctx context.Context, snapshotID string) error
 	// CreateVolume makes a formatted, empty volume on this host: EInvalid
-	// for a bad name or size, ENoSpace when the size exceeds the free disk,
+	// for a bad name or size, EInsufficientStorage when the size exceeds the free disk,
 	// EConflict for a taken name. DeleteVolume removes a free one (EConflict
 	// when attached).
 	CreateVolume(ctx context.Context, teamID, name string, sizeMiB int) (Volume, error)

@@ -12,7 +12,7 @@ var allCodes = []string{
 	pandastack.EInvalid, pandastack.EUnauthorized, pandastack.EForbidden, pandastack.ENotFound,
 	pandastack.EConflict, pandastack.EGone, pandastack.ETooLarge, pandastack.EOutputTooLarge,
 	pandastack.EQuota, pandastack.ERateLimited, pandastack.ETimeout, pandastack.EUnavailable,
-	pandastack.EInternal, pandastack.ENoSpace, "method_not_allowed",
+	pandastack.EInternal, pandastack.EInsufficientStorage, "method_not_allowed",
 }
 
 func TestStatusForCode(t *testing.T) {
@@ -34,7 +34,7 @@ func TestStatusForCode(t *testing.T) {
 		{pandastack.ETimeout, http.StatusGatewayTimeout},
 		{pandastack.EUnavailable, http.StatusServiceUnavailable},
 		{pandastack.EInternal, http.StatusInternalServerError},
-		{pandastack.ENoSpace, http.StatusInsufficientStorage},
+		{pandastack.EInsufficientStorage, http.StatusInsufficientStorage},
 		{"some_new_code", http.StatusInternalServerError},
 	}
 	if len(tests) != len(allCodes)+1 {

@@ -30,7 +30,9 @@ var statusByCode = map[string]int{
 	pandastack.EUnavailable:    http.StatusServiceUnavailable,
 	pandastack.ERefused:        http.StatusBadGateway,
 	pandastack.EInternal:       http.StatusInternalServerError,
-	pandastack.ENoSpace:        http.StatusInsufficientStorage,
+
+	// The host's disk for VM state is full (snapshot, fork, hibernate).
+	pandastack.EInsufficientStorage: http.StatusInsufficientStorage,
 }
 
 // StatusForCode returns the HTTP status for an error code (500 for codes

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/pandastack/pandastack"
 )
@@ -78,7 +79,14 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, port int, id stri
 	if err != nil {
 		return err
 	}
-	used := false
+	// The first dial gets conn; one the proxy never used is closed (an
+	// open port connection keeps the sandbox busy, see auto-hibernate).
+	var used atomic.Bool
+	defer func() {
+		if used.CompareAndSwap(false, true) {
+			conn.Close()
+		}
+	}()
 	noWriteDeadline(w)
 	if tok != "" && r.URL.Query().Get(tokenParam) == "" {
 		// The page's own requests carry no token: let the browser keep it.
@@ -95,8 +103,7 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, port int, id stri
 		},
 		Transport: &http.Transport{
 			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-				if !used {
-					used = true
+				if used.CompareAndSwap(false, true) {
 					return conn, nil
 				}
 				return g.DialPort(ctx, port)

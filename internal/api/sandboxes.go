@@ -26,6 +26,8 @@ type createSandboxRequest struct {
 	Network *pandastack.NetworkPolicy `json:"network"`
 	// Volumes are mounted in the new sandbox (see pandastack.VolumeMount).
 	Volumes []pandastack.VolumeMount `json:"volumes"`
+	// AutoHibernateSeconds hibernates the sandbox after that long idle.
+	AutoHibernateSeconds *int64 `json:"auto_hibernate_seconds"`
 }
 
 type ttlRequest struct {
@@ -34,6 +36,19 @@ type ttlRequest struct {
 
 type sandboxList struct {
 	Sandboxes []pandastack.Sandbox `json:"sandboxes"`
+}
+
+// autoHibernate checks auto_hibernate_seconds against [0, MaxTTL]: 0 (or
+// nil) is off, and an idle time longer than any TTL is a mistake.
+func (s *Server) autoHibernate(sec *int64) (time.Duration, error) {
+	if sec == nil {
+		return 0, nil
+	}
+	maxSec := int64(s.cfg.MaxTTL / time.Second)
+	if *sec < 0 || *sec > maxSec {
+		return 0, invalid("auto_hibernate_seconds must be between 0 (off) and %d (%s), got %d", maxSec, s.cfg.MaxTTL, *sec)
+	}
+	return time.Duration(*sec) * time.Second, nil
 }
 
 // ttl checks ttl_seconds against (0, MaxTTL]; nil means the default.
@@ -57,6 +72,10 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 		return invalid("template is required (or a snapshot to start from)")
 	}
 	ttl, err := s.ttl(req.TTLSeconds)
+	if err != nil {
+		return err
+	}
+	idle, err := s.autoHibernate(req.AutoHibernateSeconds)
 	if err != nil {
 		return err
 	}
@@ -108,6 +127,8 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 		DiskGiB:   req.DiskGiB,
 		Network:   policy,
 		Volumes:   req.Volumes,
+
+		AutoHibernate: idle,
 	})
 	if err != nil {
 		return wrap(err, "create sandbox")

@@ -44,6 +44,11 @@ func TestCreateSandbox(t *testing.T) {
 		{name: "ttl negative", body: map[string]any{"template": "base", "ttl_seconds": -5}, status: 400, code: "invalid_argument", message: "between 1 and 86400"},
 		{name: "ttl above max", body: map[string]any{"template": "base", "ttl_seconds": 86401}, status: 400, code: "invalid_argument", message: "between 1 and 86400"},
 		{name: "ttl not an integer", body: map[string]any{"template": "base", "ttl_seconds": 1.5}, status: 400, code: "invalid_argument", message: "ttl_seconds"},
+		{name: "auto-hibernate off", body: map[string]any{"template": "base", "auto_hibernate_seconds": 0}, status: 201, ttl: 5 * time.Minute},
+		{name: "auto-hibernate", body: map[string]any{"template": "base", "auto_hibernate_seconds": 30}, status: 201, ttl: 5 * time.Minute},
+		{name: "auto-hibernate negative", body: map[string]any{"template": "base", "auto_hibernate_seconds": -1}, status: 400, code: "invalid_argument", message: "auto_hibernate_seconds must be between 0 (off) and 86400"},
+		{name: "auto-hibernate absurd", body: map[string]any{"template": "base", "auto_hibernate_seconds": 1 << 40}, status: 400, code: "invalid_argument", message: "auto_hibernate_seconds must be between 0 (off) and 86400"},
+		{name: "auto-hibernate not an integer", body: map[string]any{"template": "base", "auto_hibernate_seconds": "30s"}, status: 400, code: "invalid_argument", message: "auto_hibernate_seconds"},
 		{name: "no template", body: map[string]any{}, status: 400, code: "invalid_argument", message: "template is required"},
 		{name: "unknown template", body: map[string]any{"template": "nope"}, status: 404, code: "not_found", message: `template "nope" not found`},
 		{name: "unknown field", body: map[string]any{"template": "base", "colour": "red"}, status: 400, code: "invalid_argument", message: `unknown field "colour"`},
@@ -80,6 +85,7 @@ func TestCreateSandboxPassesRequestToEngine(t *testing.T) {
 	env := apitest.Start(t)
 	newSandbox(t, env, env.Key, map[string]any{
 		"ttl_seconds": 30, "metadata": map[string]string{"job": "42"}, "env": map[string]string{"LANG": "C"},
+		"auto_hibernate_seconds": 45,
 	})
 	got := env.Engine.Created()
 	if len(got) != 1 {
@@ -87,7 +93,7 @@ func TestCreateSandboxPassesRequestToEngine(t *testing.T) {
 	}
 	c := got[0]
 	team, _ := env.Store.TeamByName(context.Background(), "acme")
-	if c.TeamID != team.ID || c.Template != "base" || c.TTL != 30*time.Second || c.Metadata["job"] != "42" || c.Env["LANG"] != "C" {
+	if c.TeamID != team.ID || c.Template != "base" || c.TTL != 30*time.Second || c.Metadata["job"] != "42" || c.Env["LANG"] != "C" || c.AutoHibernate != 45*time.Second {
 		t.Fatalf("CreateRequest = %+v", c)
 	}
 }

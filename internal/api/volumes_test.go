@@ -146,7 +146,7 @@ func TestVolumes(t *testing.T) {
 	})
 
 	t.Run("a full disk is 507", func(t *testing.T) {
-		env.Engine.VolumeErr = pandastack.Errorf(pandastack.ENoSpace, "a volume of 64 MiB does not fit")
+		env.Engine.VolumeErr = pandastack.Errorf(pandastack.EInsufficientStorage, "a volume of 64 MiB does not fit")
 		defer func() { env.Engine.VolumeErr = nil }()
 		r := call(t, env, req{method: "POST", path: "/v1/volumes", key: env.Key, body: map[string]any{"name": "big", "size_mib": 64}})
 		wantError(t, r, http.StatusInsufficientStorage, "insufficient_storage", "does not fit")

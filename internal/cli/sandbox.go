@@ -38,6 +38,8 @@ func runSandboxCreate(ctx context.Context, s *streams, args []string) int {
 	disk := p.fs.Int("disk", 0, "root disk in GiB, if bigger than the template's")
 	var mounts []sdk.VolumeMount
 	p.fs.Var(volumeFlag{&mounts}, "volume", "mount a durable volume, `NAME:/path` (repeatable, at most 2)")
+	var idle secondsFlag
+	p.fs.Var(&idle, "auto-hibernate", "hibernate after this long without exec, file, port or run_code use (`30s` or seconds; default never)")
 	nf := p.networkFlags()
 	if _, code, ok := p.parse(s, args, 0); !ok {
 		return code
@@ -48,7 +50,7 @@ func runSandboxCreate(ctx context.Context, s *streams, args []string) int {
 	}
 	sb, err := p.client.client().CreateSandbox(ctx, sdk.CreateSandboxParams{
 		Template: *template, TTLSeconds: *ttl, Metadata: meta, Env: env, CPUs: *cpus, MemoryMiB: *mem, DiskGiB: *disk,
-		Network: policy, Volumes: mounts,
+		Network: policy, AutoHibernateSeconds: int(idle), Volumes: mounts,
 	})
 	if err != nil {
 		return fail(s, err)

@@ -12,10 +12,11 @@ import (
 	"time"
 
 	sdk "github.com/pandastack/pandastack/sdk/go"
+	"golang.org/x/net/websocket"
 )
 
 // A small server for the sandbox: plain, streamed and upgraded responses.
-const portServer = `import http.server, time
+const portServer = `import base64, hashlib, http.server, struct, time
 class H(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     def do_GET(self):
@@ -26,11 +27,22 @@ class H(http.server.BaseHTTPRequestHandler):
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line)); self.wfile.flush(); time.sleep(0.7)
             self.wfile.write(b"0\r\n\r\n"); return
         if self.headers.get("Upgrade", "").lower() == "websocket":
-            self.send_response(101); self.send_header("Upgrade", "websocket"); self.send_header("Connection", "Upgrade"); self.end_headers(); self.wfile.flush()
+            # RFC 6455: the handshake, then echo each text frame upper-cased.
+            key = self.headers["Sec-WebSocket-Key"] + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+            self.send_response(101); self.send_header("Upgrade", "websocket"); self.send_header("Connection", "Upgrade")
+            self.send_header("Sec-WebSocket-Accept", base64.b64encode(hashlib.sha1(key.encode()).digest()).decode()); self.end_headers(); self.wfile.flush()
             while True:
-                b = self.rfile.read1(4096)
-                if not b: break
-                self.wfile.write(b.upper()); self.wfile.flush()
+                h = self.rfile.read(2)
+                if len(h) < 2: break
+                op, n = h[0] & 15, h[1] & 127
+                if n == 126: n = struct.unpack(">H", self.rfile.read(2))[0]
+                elif n == 127: n = struct.unpack(">Q", self.rfile.read(8))[0]
+                mask = self.rfile.read(4) if h[1] & 128 else b"\0\0\0\0"
+                data = bytes(b ^ mask[i % 4] for i, b in enumerate(self.rfile.read(n)))
+                if op == 8: self.wfile.write(b"\x88\x00"); self.wfile.flush(); break
+                out = data.upper()
+                size = bytes([len(out)]) if len(out) < 126 else b"\x7e" + struct.pack(">H", len(out))
+                self.wfile.write(bytes([0x80 | op]) + size + out); self.wfile.flush()
             return
         body = ("hello from %s auth=%s" % (self.headers.get("Host"), self.headers.get("Authorization"))).encode()
         self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers(); self.wfile.write(body)
@@ -101,23 +113,34 @@ func TestExposedPorts(t *testing.T) {
 		}
 	})
 
-	t.Run("upgraded connection (WebSocket handshake) carries bytes both ways", func(t *testing.T) {
+	t.Run("WebSocket through the proxy, a real client", func(t *testing.T) {
+		cfg, err := websocket.NewConfig("ws://"+host+"/ws", "http://"+host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Header.Set("Authorization", "Bearer "+k.Key)
 		nc, err := net.Dial("tcp", strings.TrimPrefix(main.url, "http://"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer nc.Close()
-		nc.SetDeadline(time.Now().Add(20 * time.Second))
-		fmt.Fprintf(nc, "GET /ws HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n", host, k.Key)
-		br := bufio.NewReader(nc)
-		resp, err := http.ReadResponse(br, nil)
-		if err != nil || resp.StatusCode != 101 {
-			t.Fatalf("upgrade: %v %v", err, resp)
+		nc.SetDeadline(time.Now().Add(60 * time.Second))
+		ws, err := websocket.NewClient(cfg, nc) // checks Sec-WebSocket-Accept
+		if err != nil {
+			t.Fatalf("websocket handshake through the proxy: %v", err)
 		}
-		io.WriteString(nc, "ping")
-		buf := make([]byte, 4)
-		if _, err := io.ReadFull(br, buf); err != nil || string(buf) != "PING" {
-			t.Fatalf("echo %q %v", buf, err)
+		defer ws.Close()
+		for _, msg := range []string{"ping", strings.Repeat("long message ", 100)} {
+			if err := websocket.Message.Send(ws, msg); err != nil {
+				t.Fatal(err)
+			}
+			var got string
+			if err := websocket.Message.Receive(ws, &got); err != nil {
+				t.Fatal(err)
+			}
+			if got != strings.ToUpper(msg) {
+				t.Fatalf("echo of %d bytes: got %q", len(msg), got)
+			}
 		}
 	})
 

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -39,6 +40,17 @@ func TestCrashRecovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	short, err := c.CreateSandbox(ctx, sdk.CreateSandboxParams{Template: template, TTLSeconds: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Auto-hibernate is kept in the store: enforced after the restart too.
+	const idle = 10
+	napper, err := c.CreateSandbox(ctx, sdk.CreateSandboxParams{Template: template, TTLSeconds: 600, AutoHibernateSeconds: idle})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A snapshot taken before the crash is listed and restores after it.
+	sn, err := keep.Snapshot(ctx, "before-crash")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,6 +95,22 @@ func TestCrashRecovery(t *testing.T) {
 	if !found {
 		t.Fatalf("background process %d not running after restart: %+v", pid, ps)
 	}
+	if l, err := c.ListSnapshots(ctx); err != nil || len(l) != 1 || l[0].ID != sn.ID || l[0].Name != "before-crash" {
+		t.Fatalf("snapshots after restart: %v %+v", err, l)
+	}
+	// The auto-hibernating sandbox still has its setting, and (idle) sleeps.
+	if g, err := c.GetSandbox(ctx, napper.ID); err != nil || g.AutoHibernateSeconds != idle {
+		t.Fatalf("auto-hibernate setting after restart: %v %+v", err, g)
+	} else {
+		t.Logf("auto-hibernating sandbox %s after the restart", g.State)
+	}
+	eventually(t, idle*time.Second+2*time.Minute, "the idle sandbox to hibernate after the restart", func() bool {
+		g, err := c.GetSandbox(ctx, napper.ID)
+		return err == nil && g.State == "hibernated"
+	})
+	if err := c.Sandbox(napper.ID).Kill(ctx); err != nil {
+		t.Fatal(err)
+	}
 	// The hibernated sandbox is still hibernated, and wakes on use.
 	if g, err := c.GetSandbox(ctx, sleepy.ID); err != nil || g.State != "hibernated" {
 		t.Fatalf("hibernated sandbox after restart: %v %+v", err, g)
@@ -99,6 +127,29 @@ func TestCrashRecovery(t *testing.T) {
 	})
 	// Only the re-attached sandbox and the new pool remain.
 	if err := s.waitTemplate(template, 5*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	// The snapshot restores after the restart, and needs nothing of its
+	// template: with the template's baked files gone, it still restores
+	// (it keeps its own RAM, disk, device state and machine).
+	tplDir := filepath.Join(dir, "cow", "templates", template)
+	if err := os.Rename(tplDir, tplDir+".gone"); err != nil {
+		t.Fatal(err)
+	}
+	restored, err := c.CreateSandbox(ctx, sdk.CreateSandboxParams{Snapshot: sn.ID, TTLSeconds: 300})
+	if rerr := os.Rename(tplDir+".gone", tplDir); rerr != nil {
+		t.Fatal(rerr)
+	}
+	if err != nil {
+		t.Fatalf("restore a snapshot taken before the crash, its template gone: %v", err)
+	}
+	if b, err := restored.Files().Read(ctx, "/root/state.txt"); err != nil || string(b) != "survives" {
+		t.Fatalf("restored after restart: %v %q", err, b)
+	}
+	if restored.Template != template {
+		t.Fatalf("restored sandbox's template %q, want %q", restored.Template, template)
+	}
+	if err := restored.Kill(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := keep.Kill(ctx); err != nil {

@@ -50,6 +50,23 @@ func (m *mounter) bind(source, target string) error {
 	return m.mount(source, target, "", unix.MS_BIND)
 }
 
+// chrootFS mounts what commands in a chroot at m.root expect: /proc, /sys,
+// and the host's /dev and /dev/pts.
+func (m *mounter) chrootFS() error {
+	for _, fs := range []struct{ source, target, fstype string }{
+		{"proc", "/proc", "proc"}, {"sysfs", "/sys", "sysfs"}} {
+		if err := m.mount(fs.source, fs.target, fs.fstype, 0); err != nil {
+			return fmt.Errorf("prepare chroot: %w", err)
+		}
+	}
+	for _, dir := range []string{"/dev", "/dev/pts"} {
+		if err := m.bind(dir, dir); err != nil {
+			return fmt.Errorf("prepare chroot: %w", err)
+		}
+	}
+	return nil
+}
+
 // unmountAll unmounts what m mounted, newest first, then anything else still
 // mounted under m.root. It reports an error only if something is still
 // mounted in the end.

@@ -259,17 +259,8 @@ func installPackages(ctx context.Context, root string, pkgs []string, progress i
 			err = errors.Join(err, fmt.Errorf("unmount chroot file systems: %w", uerr))
 		}
 	}()
-	if err := m.mount("proc", "/proc", "proc", 0); err != nil {
-		return fmt.Errorf("prepare chroot: %w", err)
-	}
-	if err := m.mount("sysfs", "/sys", "sysfs", 0); err != nil {
-		return fmt.Errorf("prepare chroot: %w", err)
-	}
-	if err := m.bind("/dev", "/dev"); err != nil {
-		return fmt.Errorf("prepare chroot: %w", err)
-	}
-	if err := m.bind("/dev/pts", "/dev/pts"); err != nil {
-		return fmt.Errorf("prepare chroot: %w", err)
+	if err := m.chrootFS(); err != nil {
+		return err
 	}
 
 	steps := [][]string{{"apt-get", "clean"}}

@@ -45,17 +45,8 @@ func runSteps(ctx context.Context, root string, steps []string, progress io.Writ
 			err = errors.Join(err, fmt.Errorf("unmount chroot file systems: %w", uerr))
 		}
 	}()
-	if err := m.mount("proc", "/proc", "proc", 0); err != nil {
-		return fmt.Errorf("prepare chroot: %w", err)
-	}
-	if err := m.mount("sysfs", "/sys", "sysfs", 0); err != nil {
-		return fmt.Errorf("prepare chroot: %w", err)
-	}
-	if err := m.bind("/dev", "/dev"); err != nil {
-		return fmt.Errorf("prepare chroot: %w", err)
-	}
-	if err := m.bind("/dev/pts", "/dev/pts"); err != nil {
-		return fmt.Errorf("prepare chroot: %w", err)
+	if err := m.chrootFS(); err != nil {
+		return err
 	}
 	for i, step := range steps {
 		progressf(progress, "rootfs: step %d/%d: %s", i+1, len(steps), step)

@@ -26,7 +26,7 @@ func (a *Agent) Fork(ctx context.Context, id string, count int) ([]pandastack.Sa
 	t0 := time.Now()
 	dir, err := os.MkdirTemp(a.cfg.SnapshotDir, ".fork-")
 	if err != nil {
-		return nil, fmt.Errorf("fork: %w", err)
+		return nil, saveError(fmt.Errorf("fork %s: %w", id, err), a.cfg.SnapshotDir, id, "could not save the sandbox for the fork")
 	}
 	defer os.RemoveAll(dir)
 	saved := filepath.Join(dir, "vm")
@@ -68,7 +68,7 @@ func (a *Agent) Fork(ctx context.Context, id string, count int) ([]pandastack.Sa
 			cv.Kill(context.Background())
 			return kids, fmt.Errorf("record fork: %w", err)
 		}
-		ks := &sandbox{rec: rec, vm: cv, client: cc}
+		ks := newSandbox(rec, cv, cc)
 		a.mu.Lock()
 		a.sbx[rec.ID] = ks
 		a.mu.Unlock()
@@ -81,7 +81,8 @@ func (a *Agent) Fork(ctx context.Context, id string, count int) ([]pandastack.Sa
 
 // checkpoint saves a live sandbox whole into dir (waking it first if it
 // sleeps); the sandbox runs on. It returns the sandbox's record as saved.
-// failMsg is what a user is told when the VMM cannot save it.
+// failMsg is what a user is told when the VMM cannot save it for another
+// reason than a full disk (507 insufficient_storage).
 func (a *Agent) checkpoint(ctx context.Context, id, dir, failMsg string) (pandastack.Sandbox, error) {
 	s, err := a.get(ctx, id)
 	if err != nil {
@@ -98,11 +99,16 @@ func (a *Agent) checkpoint(ctx context.Context, id, dir, failMsg string) (pandas
 	if v == nil {
 		return rec, pandastack.Errorf(pandastack.EConflict, "sandbox %s is not running", id)
 	}
+	// Refuse before pausing it when the disk is (nearly) full.
+	if err := checkSpace(a.cfg.SnapshotDir, rec); err != nil {
+		return rec, err
+	}
 	if err := client.Sync(ctx); err != nil {
 		return rec, fmt.Errorf("save %s: sync guest disks: %w", id, err)
 	}
+	// On failure the driver removes what it wrote and resumes the VM.
 	if err := a.cfg.Driver.Checkpoint(ctx, v, dir); err != nil {
-		return rec, &pandastack.Error{Code: pandastack.EUnavailable, Message: failMsg, Err: err}
+		return rec, saveError(err, a.cfg.SnapshotDir, id, failMsg)
 	}
 	return rec, nil
 }

@@ -22,10 +22,21 @@ func (a *Agent) Hibernate(ctx context.Context, id string) (pandastack.Sandbox, e
 	if err != nil {
 		return pandastack.Sandbox{}, err
 	}
+	return a.hibernate(ctx, s, false)
+}
+
+// hibernate saves s whole and ends its VM. With onlyIfIdle (auto-hibernate)
+// it does nothing unless s is still idle once it holds s.op: a use that
+// came in since the reaper looked keeps it running.
+func (a *Agent) hibernate(ctx context.Context, s *sandbox, onlyIfIdle bool) (pandastack.Sandbox, error) {
 	s.op.Lock()
 	defer s.op.Unlock()
+	a.mu.Lock()
+	ended := a.sbx[s.rec.ID] != s
+	a.mu.Unlock()
 	s.mu.Lock()
-	if s.rec.State == pandastack.StateHibernated {
+	id := s.rec.ID
+	if ended || s.rec.State == pandastack.StateHibernated || (onlyIfIdle && !s.idleLocked(time.Now())) {
 		rec := s.rec
 		s.mu.Unlock()
 		return rec, nil
@@ -50,7 +61,7 @@ func (a *Agent) Hibernate(ctx context.Context, id string) (pandastack.Sandbox, e
 			s.client = c
 			s.mu.Unlock()
 		}
-		return pandastack.Sandbox{}, err
+		return pandastack.Sandbox{}, saveError(err, a.cfg.HibernateDir, id, "could not hibernate the sandbox; it keeps running")
 	}
 	s.mu.Lock()
 	s.vm, s.client = nil, nil
@@ -60,7 +71,7 @@ func (a *Agent) Hibernate(ctx context.Context, id string) (pandastack.Sandbox, e
 	if err := a.cfg.Store.PutSandbox(context.WithoutCancel(ctx), rec); err != nil {
 		return rec, fmt.Errorf("record hibernation: %w", err)
 	}
-	a.log.Info("sandbox hibernated", "sandbox", id, "ms", ms(time.Since(t0)))
+	a.log.Info("sandbox hibernated", "sandbox", id, "auto", onlyIfIdle, "ms", ms(time.Since(t0)))
 	return rec, nil
 }
 
@@ -119,6 +130,7 @@ func (a *Agent) wake(ctx context.Context, s *sandbox) error {
 	s.mu.Lock()
 	s.vm, s.client, s.sleeping = v, client, false
 	s.rec.State = pandastack.StateRunning
+	s.lastUsed = time.Now()
 	rec := s.rec
 	s.mu.Unlock()
 	go a.watch(s)

@@ -64,6 +64,7 @@ type Agent struct {
 	sbx  map[string]*sandbox
 	stop context.CancelFunc
 	done chan struct{}
+	wg   sync.WaitGroup // auto-hibernations under way
 }
 
 var _ pandastack.Engine = (*Agent)(nil)
@@ -77,6 +78,16 @@ type sandbox struct {
 	client   *guestconn.Client
 	sleeping bool // the VM is being hibernated: its exit is expected
 	volumes  bool // durable volumes are attached: sync the guest before a kill
+	// lastUsed and busy are its activity (see idle.go); autoHib is set
+	// while an auto-hibernation of it is under way.
+	lastUsed time.Time
+	busy     int
+	autoHib  bool
+}
+
+// newSandbox is a live sandbox whose idle time starts now.
+func newSandbox(rec pandastack.Sandbox, v vmm.VM, client *guestconn.Client) *sandbox {
+	return &sandbox{rec: rec, vm: v, client: client, lastUsed: time.Now()}
 }
 
 // New makes an Agent. Call Start to reconcile and begin expiring sandboxes.
@@ -222,8 +233,10 @@ func (a *Agent) record(ctx context.Context, v vmm.VM, client *guestconn.Client, 
 		ID: v.ID(), TeamID: req.TeamID, Template: tpl.Name, TemplateID: tpl.ID, State: pandastack.StateRunning,
 		Host: a.cfg.Host, Accel: a.Accel(), Metadata: nonNil(req.Metadata), Env: req.Env,
 		CPUs: cpus, MemoryMiB: mem, DiskMiB: tpl.DiskMiB, TemplateVersion: tpl.Version, CreatedAt: now, ExpiresAt: now.Add(req.TTL),
+		AutoHibernateSeconds: int(req.AutoHibernate / time.Second),
 	}
-	s := &sandbox{rec: rec, vm: v, client: client, volumes: len(req.Volumes) > 0}
+	s := newSandbox(rec, v, client)
+	s.volumes = len(req.Volumes) > 0
 	if err := a.applyNetwork(ctx, rec.ID, req.Network); err != nil {
 		client.Close()
 		v.Kill(context.Background())
@@ -344,12 +357,14 @@ func (a *Agent) Guest(ctx context.Context, id string) (pandastack.Guest, error) 
 	if err != nil {
 		return nil, err
 	}
+	s.used()
 	if err := a.wake(ctx, s); err != nil { // any use wakes a hibernated sandbox
 		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	g := &guest{Client: s.client, env: s.rec.Env}
+	s.lastUsed = time.Now()
+	g := &guest{Client: s.client, env: s.rec.Env, s: s}
 	a.templateDefaults(g, s.rec)
 	return g, nil
 }
@@ -357,10 +372,14 @@ func (a *Agent) Guest(ctx context.Context, id string) (pandastack.Guest, error) 
 type guest struct {
 	*guestconn.Client
 	env           map[string]string
-	workdir, user string // the template's defaults
+	workdir, user string   // the template's defaults
+	s             *sandbox // held busy while a call runs (idle.go)
 }
 
+// Exec runs a command; the sandbox is busy until it ends (a background
+// command: until it has started).
 func (g *guest) Exec(ctx context.Context, req pandastack.ExecRequest, stdin io.Reader, fn func(pandastack.ExecEvent) error) (pandastack.ExecResult, error) {
+	defer g.s.hold()()
 	if req.Cwd == "" {
 		req.Cwd = g.workdir
 	}
@@ -449,7 +468,8 @@ func (a *Agent) SetTTL(ctx context.Context, id string, ttl time.Duration) (panda
 	return rec, nil
 }
 
-// reap expires sandboxes whose TTL ran out.
+// reap expires sandboxes whose TTL ran out and hibernates the idle ones
+// that asked for it.
 func (a *Agent) reap(ctx context.Context) {
 	defer close(a.done)
 	t := time.NewTicker(250 * time.Millisecond)
@@ -476,6 +496,7 @@ func (a *Agent) reap(ctx context.Context) {
 				a.log.Error("expire sandbox", "sandbox", s.rec.ID, "err", err)
 			}
 		}
+		a.autoHibernate(ctx, time.Now())
 	}
 }
 
@@ -485,6 +506,7 @@ func (a *Agent) Close(ctx context.Context, killAll bool) error {
 	if a.stop != nil {
 		a.stop()
 		<-a.done
+		a.wg.Wait()
 	}
 	var errs []error
 	a.mu.Lock()

@@ -64,7 +64,8 @@ func (a *Agent) reconcile(ctx context.Context) error {
 			a.markFailed(ctx, rec, "the guest agent did not answer after a host restart")
 			continue
 		}
-		s := &sandbox{rec: rec, vm: v, client: client, volumes: withVolumes[id]}
+		s := newSandbox(rec, v, client) // its idle time restarts with the server
+		s.volumes = withVolumes[id]
 		a.mu.Lock()
 		a.sbx[id] = s
 		a.mu.Unlock()

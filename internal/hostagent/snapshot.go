@@ -45,14 +45,14 @@ func (a *Agent) Snapshot(ctx context.Context, id, name string) (pandastack.Snaps
 	}
 	tmp := a.snapDir(sn.ID) + ".tmp"
 	defer os.RemoveAll(tmp)
-	rec, err := a.checkpoint(ctx, id, tmp, "could not save the sandbox (is the disk full?); it keeps running")
+	rec, err := a.checkpoint(ctx, id, tmp, "could not save the sandbox; it keeps running")
 	if err != nil {
 		return pandastack.Snapshot{}, err
 	}
 	sn.SandboxID, sn.Template, sn.TemplateID = rec.ID, rec.Template, rec.TemplateID
 	sn.SizeBytes = dirSize(tmp)
 	if err := os.Rename(tmp, a.snapDir(sn.ID)); err != nil {
-		return pandastack.Snapshot{}, fmt.Errorf("snapshot %s: %w", id, err)
+		return pandastack.Snapshot{}, saveError(fmt.Errorf("snapshot %s: %w", id, err), a.cfg.SnapshotDir, id, "could not save the sandbox; it keeps running")
 	}
 	if err := a.cfg.Store.CreateSnapshot(ctx, sn); err != nil {
 		os.RemoveAll(a.snapDir(sn.ID))

@@ -57,7 +57,7 @@ func (a *Agent) CreateVolume(ctx context.Context, teamID, name string, sizeMiB i
 		return pandastack.Volume{}, fmt.Errorf("create volume: %w", err)
 	}
 	if int64(sizeMiB)<<20 > free {
-		return pandastack.Volume{}, pandastack.Errorf(pandastack.ENoSpace,
+		return pandastack.Volume{}, pandastack.Errorf(pandastack.EInsufficientStorage,
 			"a volume of %d MiB does not fit: this host has %d MiB free for volumes", sizeMiB, free>>20)
 	}
 	b := make([]byte, 10)

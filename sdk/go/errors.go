@@ -45,9 +45,11 @@ var (
 	ErrRateLimited      = &APIError{Code: "rate_limited"}
 	ErrTimeout          = &APIError{Code: "timeout"}
 	ErrUnavailable      = &APIError{Code: "unavailable"}
-	ErrInternal         = &APIError{Code: "internal"}
-	// ErrInsufficientStorage: the host's disk cannot hold it (a volume).
+	// ErrInsufficientStorage: the host's disk is full; a snapshot, fork or
+	// hibernate saved nothing and the sandbox runs on; or a volume of the
+	// size asked for does not fit (HTTP 507).
 	ErrInsufficientStorage = &APIError{Code: "insufficient_storage"}
+	ErrInternal            = &APIError{Code: "internal"}
 )
 
 // IsNotFound reports whether err says the thing does not exist (or belongs

@@ -33,6 +33,9 @@ type Sandbox struct {
 	Domain  string         `json:"domain,omitempty"`
 	// Volumes are the durable volumes attached to it (Volume is the id).
 	Volumes []VolumeMount `json:"volumes,omitempty"`
+	// AutoHibernateSeconds is its idle time before it is hibernated (0:
+	// never).
+	AutoHibernateSeconds int `json:"auto_hibernate_seconds,omitempty"`
 
 	c *Client
 }
@@ -59,6 +62,10 @@ type CreateSandboxParams struct {
 	Network *NetworkPolicy // egress policy and public ports (nil: allow all, no public ports)
 	// Volumes are durable volumes to mount (at most 2; not with Snapshot).
 	Volumes []VolumeMount
+	// AutoHibernateSeconds hibernates the sandbox after that many seconds
+	// without an exec, file, port or run_code request (0: never); any later
+	// use wakes it.
+	AutoHibernateSeconds int
 }
 
 // CreateSandbox starts a sandbox from a template.
@@ -73,8 +80,9 @@ func (c *Client) CreateSandbox(ctx context.Context, p CreateSandboxParams) (*San
 		MemoryMiB  int               `json:"memory_mib,omitempty"`
 		DiskGiB    int               `json:"disk_gib,omitempty"`
 		Network    *NetworkPolicy    `json:"network,omitempty"`
+		AutoHib    int               `json:"auto_hibernate_seconds,omitempty"`
 		Volumes    []VolumeMount     `json:"volumes,omitempty"`
-	}{p.Template, p.TTLSeconds, p.Metadata, p.Env, p.Snapshot, p.CPUs, p.MemoryMiB, p.DiskGiB, p.Network, p.Volumes}
+	}{p.Template, p.TTLSeconds, p.Metadata, p.Env, p.Snapshot, p.CPUs, p.MemoryMiB, p.DiskGiB, p.Network, p.AutoHibernateSeconds, p.Volumes}
 	sb := &Sandbox{c: c}
 	if err := c.do(ctx, request{method: "POST", path: "/v1/sandboxes", body: body}, sb); err != nil {
 		return nil, err

@@ -71,6 +71,8 @@ func (e *Engine) Create(ctx context.Context, req pandastack.CreateRequest) (pand
 		MemoryMiB:  t.MemoryMiB,
 		CreatedAt:  now,
 		ExpiresAt:  now.Add(req.TTL),
+
+		AutoHibernateSeconds: int(req.AutoHibernate / time.Second),
 	}
 	if err := e.Store.PutSandbox(ctx, sb); err != nil {
 		return pandastack.Sandbox{}, err

@@ -12,7 +12,7 @@ import (
 )
 
 const sandboxColumns = `id, team_id, template, template_id, state, host, accel, metadata, env,
-	cpus, memory_mib, created_at, expires_at, ended_at, end_reason`
+	cpus, memory_mib, created_at, expires_at, ended_at, end_reason, auto_hibernate_seconds`
 
 // PutSandbox inserts the sandbox or replaces every field of the one with the
 // same id.
@@ -26,7 +26,7 @@ func (s *Store) PutSandbox(ctx context.Context, sb pandastack.Sandbox) error {
 	}
 	_, err = s.w.ExecContext(ctx,
 		`INSERT INTO sandboxes (`+sandboxColumns+`)
-		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		 ON CONFLICT (id) DO UPDATE SET
 			team_id = excluded.team_id, template = excluded.template,
 			template_id = excluded.template_id, state = excluded.state,
@@ -34,7 +34,8 @@ func (s *Store) PutSandbox(ctx context.Context, sb pandastack.Sandbox) error {
 			metadata = excluded.metadata, env = excluded.env,
 			cpus = excluded.cpus, memory_mib = excluded.memory_mib,
 			created_at = excluded.created_at, expires_at = excluded.expires_at,
-			ended_at = excluded.ended_at, end_reason = excluded.end_reason`,
+			ended_at = excluded.ended_at, end_reason = excluded.end_reason,
+			auto_hibernate_seconds = excluded.auto_hibernate_seconds`,
 		args...)
 	if err != nil {
 		return fmt.Errorf("put sandbox %s: %w", sb.ID, err)
@@ -64,7 +65,7 @@ func sandboxArgs(sb pandastack.Sandbox) ([]any, error) {
 		return nil, err
 	}
 	return []any{sb.ID, sb.TeamID, sb.Template, sb.TemplateID, string(sb.State), sb.Host,
-		string(sb.Accel), meta, env, sb.CPUs, sb.MemoryMiB, created, expires, ended, sb.EndReason}, nil
+		string(sb.Accel), meta, env, sb.CPUs, sb.MemoryMiB, created, expires, ended, sb.EndReason, sb.AutoHibernateSeconds}, nil
 }
 
 // GetSandbox returns the sandbox with the given id.
@@ -148,7 +149,7 @@ func scanSandbox(row rowScanner) (pandastack.Sandbox, error) {
 	var meta, env, created, expires string
 	var ended sql.NullString
 	err := row.Scan(&sb.ID, &sb.TeamID, &sb.Template, &sb.TemplateID, &sb.State, &sb.Host,
-		&sb.Accel, &meta, &env, &sb.CPUs, &sb.MemoryMiB, &created, &expires, &ended, &sb.EndReason)
+		&sb.Accel, &meta, &env, &sb.CPUs, &sb.MemoryMiB, &created, &expires, &ended, &sb.EndReason, &sb.AutoHibernateSeconds)
 	if err != nil {
 		return sb, err
 	}

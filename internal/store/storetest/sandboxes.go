@@ -46,6 +46,9 @@ func (h *harness) sandboxes(t *testing.T) {
 			ExpiresAt:  at(310),
 			EndedAt:    ptr(at(100).Add(987 * time.Microsecond)),
 			EndReason:  "killed by user",
+			// AutoHibernateSeconds survives a restart: the host agent
+			// reads it back to keep enforcing it.
+			AutoHibernateSeconds: 90,
 		}
 		for _, sb := range []pandastack.Sandbox{live, ended} {
 			mustNot(t, s.PutSandbox(t.Context(), sb), "put sandbox "+sb.ID)

@@ -138,6 +138,7 @@ class Sandboxes:
                memory_mib: Optional[int] = None,
                disk_gib: Optional[int] = None,
                network: Optional[Dict[str, Any]] = None,
+               auto_hibernate_seconds: Optional[int] = None,
                volumes: Optional[Dict[str, str]] = None) -> "Sandbox":
         """Starts a sandbox from a template, or from a snapshot id (running
         when this returns). ``volumes`` maps durable volumes (name or id) to
@@ -146,8 +147,12 @@ class Sandboxes:
         ``network`` is its policy, e.g.
         ``{"allow_domains": ["pypi.org", "*.pythonhosted.org"], "public_ports": [8080]}``
         (keys: egress "allow"/"deny", allow_cidrs, deny_cidrs, allow_domains,
-        public_ports)."""
+        public_ports). ``auto_hibernate_seconds`` hibernates it after that
+        many seconds without an exec, file, port or run_code request (any
+        later use wakes it)."""
         body: Dict[str, Any] = {"template": template}
+        if auto_hibernate_seconds is not None:
+            body["auto_hibernate_seconds"] = auto_hibernate_seconds
         if cpus:
             body["cpus"] = cpus
         if memory_mib:
@@ -255,6 +260,7 @@ class Sandbox:
     expires_at: Optional[datetime]
     ended_at: Optional[datetime]
     end_reason: str
+    auto_hibernate_seconds: int  # 0: never
 
     def __init__(self, client: PandaStack, data: Dict[str, Any]):
         self._client = client
@@ -278,6 +284,7 @@ class Sandbox:
         self.expires_at = parse_time(d.get("expires_at"))
         self.ended_at = parse_time(d.get("ended_at"))
         self.end_reason = d.get("end_reason") or ""
+        self.auto_hibernate_seconds = int(d.get("auto_hibernate_seconds") or 0)
         self.network = dict(d["network"]) if d.get("network") is not None else None
         self.domain = d.get("domain") or "localhost"
 
@@ -287,6 +294,7 @@ class Sandbox:
     def create(cls, template: str = "base", *, ttl_seconds: Optional[int] = None,
                metadata: Optional[Dict[str, str]] = None, env: Optional[Dict[str, str]] = None,
                snapshot: Optional[str] = None, network: Optional[Dict[str, Any]] = None,
+               auto_hibernate_seconds: Optional[int] = None,
                volumes: Optional[Dict[str, str]] = None,
                client: Optional[PandaStack] = None) -> "Sandbox":
         """Starts a sandbox with ``client`` (default: configured from the
@@ -294,7 +302,7 @@ class Sandbox:
         ``volumes`` maps volume names (or ids) to mount paths."""
         return (client or default_client()).sandboxes.create(
             template, ttl_seconds=ttl_seconds, metadata=metadata, env=env, snapshot=snapshot, network=network,
-            volumes=volumes)
+            auto_hibernate_seconds=auto_hibernate_seconds, volumes=volumes)
 
     @classmethod
     def get(cls, sandbox_id: str, *, client: Optional[PandaStack] = None) -> "Sandbox":

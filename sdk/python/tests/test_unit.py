@@ -102,10 +102,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self._json(201, {"id": "vol_1", "name": req["name"], "size_mib": req["size_mib"], "sandbox_id": ""})
         if path == "/v1/sandboxes" and self.command == "POST":
             req = json.loads(body["data"])
-            srv.create_bodies = getattr(srv, "create_bodies", []) + [req]
+            srv.created.append(req)
             return self._json(201, {"id": "sbx_1", "state": "running", "accel": "tcg",
                                     "template": req["template"], "metadata": {}, "cpus": 1,
-                                    "created_at": "2024-05-06T07:08:09.123456789Z"})
+                                    "created_at": "2024-05-06T07:08:09.123456789Z",
+                                    "auto_hibernate_seconds": req.get("auto_hibernate_seconds", 0)})
         if path == "/v1/sandboxes/sbx_1/files" and self.command == "PUT":
             return self._json(200, {"name": "f", "path": "/f", "size": body["size"], "mode": 420,
                                     "is_dir": False, "mod_time": "2024-05-06T07:08:09Z",
@@ -170,7 +171,7 @@ class LocalServerTest(unittest.TestCase):
     def setUpClass(cls):
         cls.srv = QuietServer(("127.0.0.1", 0), Handler)
         cls.srv.daemon_threads = True
-        cls.srv.requests, cls.srv.conns, cls.srv.exec_bodies = [], set(), []
+        cls.srv.requests, cls.srv.conns, cls.srv.exec_bodies, cls.srv.created = [], set(), [], []
         threading.Thread(target=cls.srv.serve_forever, daemon=True).start()
         cls.url = "http://127.0.0.1:%d" % cls.srv.server_address[1]
         cls.addClassCleanup(cls.srv.server_close)
@@ -209,7 +210,7 @@ class LocalServerTest(unittest.TestCase):
             c.volumes.create("huge", 1 << 20)
         self.assertEqual((cm.exception.status, cm.exception.code), (507, "insufficient_storage"))
         c.sandboxes.create("base", volumes={"data": "/data"})
-        self.assertEqual(self.srv.create_bodies[-1]["volumes"], [{"volume": "data", "path": "/data"}])
+        self.assertEqual(self.srv.created[-1]["volumes"], [{"volume": "data", "path": "/data"}])
 
         async def run_async():
             ac = AsyncPandaStack(sync_client=c)
@@ -256,6 +257,14 @@ class LocalServerTest(unittest.TestCase):
         with mock.patch.dict(os.environ, {}, clear=True):
             c = PandaStack()
             self.assertEqual((c.token, c.base_url), (None, "http://localhost:8080"))
+
+    def test_create_auto_hibernate(self):
+        sbx = self.client().sandboxes.create("base", auto_hibernate_seconds=30)
+        self.assertEqual(self.srv.created[-1]["auto_hibernate_seconds"], 30)
+        self.assertEqual(sbx.auto_hibernate_seconds, 30)
+        sbx = self.client().sandboxes.create("base")
+        self.assertNotIn("auto_hibernate_seconds", self.srv.created[-1])
+        self.assertEqual(sbx.auto_hibernate_seconds, 0)
 
     def test_exec_stream_callbacks_are_live(self):
         sbx = self.client().sandboxes.connect("sbx_1")

@@ -40,6 +40,8 @@ export interface SandboxInfo {
   domain: string;
   /** The durable volumes attached to it (`volume` is the id). */
   volumes: VolumeMount[];
+  /** Seconds without activity before it is hibernated (0: never). */
+  autoHibernateSeconds: number;
 }
 
 /**
@@ -89,6 +91,11 @@ export interface CreateSandboxParams {
   diskGib?: number;
   /** Egress policy and public ports (default: allow all, no public ports). */
   network?: NetworkPolicy;
+  /**
+   * Hibernate after this many seconds without an exec, file, port or
+   * run_code request (default 0: never); any later use wakes it.
+   */
+  autoHibernateSeconds?: number;
   /** Durable volumes to mount (at most 2), e.g. `[{ volume: "data", path: "/data" }]`. */
   volumes?: VolumeMount[];
 }
@@ -328,6 +335,7 @@ export interface WireSandbox {
   network?: WireNetworkPolicy;
   domain?: string;
   volumes?: VolumeMount[];
+  auto_hibernate_seconds?: number;
 }
 
 export interface WireNetworkPolicy {
@@ -353,6 +361,7 @@ export interface WireCreateSandboxRequest {
   env?: Record<string, string>;
   network?: WireNetworkPolicy;
   volumes?: VolumeMount[];
+  auto_hibernate_seconds?: number;
 }
 
 export interface WireExecRequest {
@@ -456,6 +465,7 @@ export function toSandboxInfo(w: WireSandbox): SandboxInfo {
     network: w.network ? toNetworkPolicy(w.network) : undefined,
     domain: w.domain || "localhost",
     volumes: w.volumes ?? [],
+    autoHibernateSeconds: w.auto_hibernate_seconds ?? 0,
   };
 }
 

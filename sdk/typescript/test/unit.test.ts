@@ -464,8 +464,8 @@ describe("requests", () => {
 
   test("create sends snake_case and leaves out empty fields", async () => {
     serve((_req, _b, res) => json(res, 201, wireSandbox));
-    await client().sandboxes.create({ template: "base", ttlSeconds: 600, metadata: { task: "x" }, env: { A: "1" } });
-    assert.deepEqual(JSON.parse(seen[0]!.body.toString()), { template: "base", ttl_seconds: 600, metadata: { task: "x" }, env: { A: "1" } });
+    await client().sandboxes.create({ template: "base", ttlSeconds: 600, metadata: { task: "x" }, env: { A: "1" }, autoHibernateSeconds: 30 });
+    assert.deepEqual(JSON.parse(seen[0]!.body.toString()), { template: "base", ttl_seconds: 600, metadata: { task: "x" }, env: { A: "1" }, auto_hibernate_seconds: 30 });
     serve((_req, _b, res) => json(res, 201, wireSandbox));
     await client().sandboxes.create({ template: "base", metadata: {} });
     assert.deepEqual(JSON.parse(seen[0]!.body.toString()), { template: "base" });

@@ -1,0 +1,131 @@
+package hostagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/guestconn"
+	"github.com/pandastack/pandastack/internal/store/sqlite"
+	"github.com/pandastack/pandastack/internal/vmm"
+)
+
+// failingDriver's Checkpoint writes part of a save into dir, as a VMM that
+// ran out of space half way might, and fails with err.
+type failingDriver struct {
+	vmm.Driver
+	err error
+}
+
+func (d *failingDriver) Checkpoint(ctx context.Context, v vmm.VM, dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, vmm.StateFile), []byte("half a state"), 0o600); err != nil {
+		return err
+	}
+	return fmt.Errorf("checkpoint %s: %w", v.ID(), d.err)
+}
+
+func (d *failingDriver) Close() error { return nil }
+
+// idVM is a running VM as far as a save is concerned.
+type idVM struct{ vmm.VM }
+
+func (idVM) ID() string { return "sbx_save" }
+
+// guestSession runs the real guest agent on this host, serving a unix
+// socket that stands in for the VM's port, and returns a session with it.
+func guestSession(t *testing.T) *guestconn.Client {
+	t.Helper()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "pandastack-guest")
+	build := exec.Command("go", "build", "-o", bin, "github.com/pandastack/pandastack/cmd/pandastack-guest")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build agent: %v\n%s", err, out)
+	}
+	sock := filepath.Join(dir, "port.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "serve", "unix:"+sock)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	nc, err := ln.Accept()
+	ln.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl, _, err := guestconn.NewConn(nc).Handshake(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	return cl
+}
+
+// A save that fails half way — a snapshot, or a fork's checkpoint — leaves
+// nothing: no record, no directory. A full disk answers 507
+// insufficient_storage, anything else 503 unavailable.
+func TestFailedSaveLeavesNothing(t *testing.T) {
+	client := guestSession(t)
+	tests := []struct {
+		name string
+		err  error
+		code string
+	}{
+		{"DiskFull", &os.PathError{Op: "write", Path: "state", Err: syscall.ENOSPC}, pandastack.EInsufficientStorage},
+		{"QEMUSaysDiskFull", errors.New("migrate: failed: No space left on device"), pandastack.EInsufficientStorage},
+		{"OtherFailure", errors.New("qmp: connection reset"), pandastack.EUnavailable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "db"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			snapDir := t.TempDir()
+			a := New(Config{Store: st, Driver: &failingDriver{err: tt.err}, SnapshotDir: snapDir, HibernateDir: t.TempDir()})
+			rec := pandastack.Sandbox{ID: "sbx_save", TeamID: "team_1", State: pandastack.StateRunning, MemoryMiB: 1,
+				CreatedAt: time.Now(), ExpiresAt: time.Now().Add(time.Hour)}
+			a.sbx[rec.ID] = newSandbox(rec, idVM{}, client)
+
+			_, err = a.Snapshot(ctx, rec.ID, "half")
+			if got := pandastack.ErrorCode(err); got != tt.code {
+				t.Fatalf("snapshot: code %q (%v), want %q", got, err, tt.code)
+			}
+			if _, err := a.Fork(ctx, rec.ID, 1); pandastack.ErrorCode(err) != tt.code {
+				t.Fatalf("fork: %v, want %q", err, tt.code)
+			}
+			if l, err := st.ListSnapshots(ctx, rec.TeamID); err != nil || len(l) != 0 {
+				t.Fatalf("snapshots recorded: %v %+v", err, l)
+			}
+			if ents, _ := os.ReadDir(snapDir); len(ents) != 0 {
+				t.Fatalf("left in the snapshot dir: %v", ents)
+			}
+			// The sandbox is still live and its agent answers.
+			if _, err := a.get(ctx, rec.ID); err != nil {
+				t.Fatalf("sandbox after the failed save: %v", err)
+			}
+			if _, err := client.Ping(ctx); err != nil {
+				t.Fatalf("agent after the failed save: %v", err)
+			}
+		})
+	}
+}
