@@ -67,6 +67,10 @@ func (a *Agent) CreateVolume(ctx context.Context, teamID, name string, sizeMiB i
 	dir := filepath.Dir(a.volFile(v.ID))
 	if err := a.makeVolumeFile(ctx, a.volFile(v.ID), int64(sizeMiB)<<20); err != nil {
 		os.RemoveAll(dir)
+		if isNoSpace(err, a.cfg.VolumeDir) {
+			return pandastack.Volume{}, &pandastack.Error{Code: pandastack.EInsufficientStorage,
+				Message: "the host's disk is full: the volume was not made", Err: err}
+		}
 		return pandastack.Volume{}, err
 	}
 	if err := a.cfg.Store.CreateVolume(ctx, v); err != nil {
