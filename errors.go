@@ -23,8 +23,9 @@ const (
 	ERefused        = "connection_refused" // nothing listens on a sandbox port
 	EInternal       = "internal"
 
-	// EInsufficientStorage: the host's disk for VM state is full; nothing
-	// was saved and the sandbox runs on.
+	// EInsufficientStorage: the host's disk for VM state is full (nothing
+	// was saved and the sandbox runs on), or cannot hold a volume of the
+	// size asked for (nothing was made).
 	EInsufficientStorage = "insufficient_storage"
 )
 

@@ -79,6 +79,9 @@ type Sandbox struct {
 	// ports are served under (PORT-ID.Domain); the API fills both in.
 	Network *NetworkPolicy `json:"network,omitempty"`
 	Domain  string         `json:"domain,omitempty"`
+	// Volumes are the durable volumes attached to it (by id); the API
+	// fills them in from the volumes' records.
+	Volumes []VolumeMount `json:"volumes,omitempty"`
 	// AutoHibernateSeconds, when above 0, hibernates the sandbox after that
 	// many seconds without activity (see README, "Auto-hibernate").
 	AutoHibernateSeconds int `json:"auto_hibernate_seconds,omitempty"`
@@ -160,6 +163,40 @@ type Snapshot struct {
 	CreatedAt  time.Time `json:"created_at"`
 }
 
+// Volume is a durable disk a team creates once and attaches to sandboxes at
+// create, mounted at a path. Its data outlives every sandbox it is attached
+// to. A volume is attached writable to at most one live (running or
+// hibernated) sandbox at a time; forks and snapshot restores of that
+// sandbox get private copy-on-write copies instead (see README, Volumes).
+type Volume struct {
+	ID        string    `json:"id"` // "vol_..."
+	TeamID    string    `json:"team_id"`
+	Name      string    `json:"name"` // unique in the team
+	SizeMiB   int       `json:"size_mib"`
+	CreatedAt time.Time `json:"created_at"`
+	// SandboxID is the live sandbox it is attached to ("" when free), at
+	// MountPath in the guest, in the VM's volume slot Slot.
+	SandboxID string `json:"sandbox_id"`
+	MountPath string `json:"mount_path,omitempty"`
+	Slot      int    `json:"-"`
+	Host      string `json:"host"`
+}
+
+// VolumeMount asks for a volume (by id or name) mounted at Path in a new
+// sandbox.
+type VolumeMount struct {
+	Volume string `json:"volume"`
+	Path   string `json:"path"`
+}
+
+// Volume limits: a size in MiB between these, and at most MaxVolumeMounts
+// volumes per sandbox (the VM's volume slots).
+const (
+	MinVolumeMiB    = 16
+	MaxVolumeMiB    = 1 << 20 // 1 TiB
+	MaxVolumeMounts = 2
+)
+
 // Team is a tenant. Keys and sandboxes belong to exactly one team.
 type Team struct {
 	ID        string    `json:"id"`
@@ -209,6 +246,26 @@ type Store interface {
 	GetSnapshot(ctx context.Context, id string) (Snapshot, error)
 	ListSnapshots(ctx context.Context, teamID string) ([]Snapshot, error)
 	DeleteSnapshot(ctx context.Context, id string) error
+
+	// CreateVolume fails with EConflict when the team has a volume of that
+	// name.
+	CreateVolume(ctx context.Context, v Volume) error
+	GetVolume(ctx context.Context, id string) (Volume, error)
+	// VolumeByName finds a team's volume by name (ENotFound if none).
+	VolumeByName(ctx context.Context, teamID, name string) (Volume, error)
+	// ListVolumes lists a team's volumes, oldest first; with teamID "" every
+	// team's.
+	ListVolumes(ctx context.Context, teamID string) ([]Volume, error)
+	// DeleteVolume removes a free volume: EConflict when it is attached.
+	DeleteVolume(ctx context.Context, id string) error
+	// AttachVolume attaches a free volume to a sandbox, atomically: of two
+	// callers only one wins, the other gets EConflict.
+	AttachVolume(ctx context.Context, id, sandboxID, mountPath string, slot int) error
+	// MoveVolumes hands every volume attached to sandbox from over to
+	// sandbox to.
+	MoveVolumes(ctx context.Context, from, to string) error
+	// DetachVolumes frees every volume attached to the sandbox.
+	DetachVolumes(ctx context.Context, sandboxID string) error
 
 	PutTemplate(ctx context.Context, t Template) error
 	GetTemplate(ctx context.Context, name string) (Template, error)
@@ -285,6 +342,9 @@ type CreateRequest struct {
 	// Network, when set, is the sandbox's network policy (normalized);
 	// nil allows all egress.
 	Network *NetworkPolicy
+	// Volumes are mounted in the new sandbox (at most MaxVolumeMounts; not
+	// with Snapshot).
+	Volumes []VolumeMount
 	// AutoHibernate, when above 0, hibernates the sandbox after that long
 	// without activity.
 	AutoHibernate time.Duration
@@ -329,6 +389,12 @@ type Engine interface {
 	// its team; DeleteSnapshot removes one.
 	Snapshot(ctx context.Context, id, name string) (Snapshot, error)
 	DeleteSnapshot(ctx context.Context, snapshotID string) error
+	// CreateVolume makes a formatted, empty volume on this host: EInvalid
+	// for a bad name or size, EInsufficientStorage when the size exceeds the free disk,
+	// EConflict for a taken name. DeleteVolume removes a free one (EConflict
+	// when attached).
+	CreateVolume(ctx context.Context, teamID, name string, sizeMiB int) (Volume, error)
+	DeleteVolume(ctx context.Context, id string) error
 }
 
 // TemplateBuilder builds (or finds in its cache) and bakes a named template,

@@ -59,6 +59,10 @@ var routeTable = []route{
 	{"GET", "/v1/snapshots", team, (*Server).listSnapshots},
 	{"GET", "/v1/snapshots/{id}", team, (*Server).getSnapshot},
 	{"DELETE", "/v1/snapshots/{id}", team, (*Server).deleteSnapshot},
+	{"POST", "/v1/volumes", team, (*Server).createVolume},
+	{"GET", "/v1/volumes", team, (*Server).listVolumes},
+	{"GET", "/v1/volumes/{id}", team, (*Server).getVolume},
+	{"DELETE", "/v1/volumes/{id}", team, (*Server).deleteVolume},
 
 	{"POST", "/v1/sandboxes/{id}/exec", team, (*Server).exec},
 	{"POST", "/v1/sandboxes/{id}/ping", team, (*Server).ping},

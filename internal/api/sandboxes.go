@@ -24,6 +24,8 @@ type createSandboxRequest struct {
 	DiskGiB    int               `json:"disk_gib"`
 	// Network is the sandbox's network policy (see pandastack.NetworkPolicy).
 	Network *pandastack.NetworkPolicy `json:"network"`
+	// Volumes are mounted in the new sandbox (see pandastack.VolumeMount).
+	Volumes []pandastack.VolumeMount `json:"volumes"`
 	// AutoHibernateSeconds hibernates the sandbox after that long idle.
 	AutoHibernateSeconds *int64 `json:"auto_hibernate_seconds"`
 }
@@ -97,6 +99,12 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 	if req.Metadata == nil {
 		req.Metadata = map[string]string{}
 	}
+	if err := pandastack.CheckVolumeMounts(req.Volumes); err != nil {
+		return err
+	}
+	if req.Snapshot != "" && len(req.Volumes) > 0 {
+		return invalid("volumes cannot be attached to a sandbox created from a snapshot: it gets copies of the snapshot's volumes")
+	}
 	policy, err := s.checkNetwork(req.Network)
 	if err != nil {
 		return err
@@ -118,6 +126,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 		MemoryMiB: req.MemoryMiB,
 		DiskGiB:   req.DiskGiB,
 		Network:   policy,
+		Volumes:   req.Volumes,
 
 		AutoHibernate: idle,
 	})
@@ -190,8 +199,12 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) error {
 	if sbs == nil {
 		sbs = []pandastack.Sandbox{}
 	}
+	mounts, err := s.volumeMounts(r, caller(r).team.ID)
+	if err != nil {
+		return err
+	}
 	for i := range sbs {
-		sbs[i] = s.present(r, sbs[i])
+		sbs[i] = s.presentWith(r, sbs[i], mounts)
 	}
 	writeJSON(w, http.StatusOK, sandboxList{Sandboxes: sbs})
 	return nil
@@ -307,6 +320,33 @@ func (s *Server) setTTL(w http.ResponseWriter, r *http.Request) error {
 // present prepares a sandbox for the wire: metadata is always an object;
 // its template version, port domain and network policy are filled in.
 func (s *Server) present(r *http.Request, sb pandastack.Sandbox) pandastack.Sandbox {
+	mounts, err := s.volumeMounts(r, sb.TeamID)
+	if err != nil {
+		s.log.WarnContext(r.Context(), "list volumes", "err", err)
+	}
+	return s.presentWith(r, sb, mounts)
+}
+
+// volumeMounts maps a team's sandboxes to the volumes attached to them.
+func (s *Server) volumeMounts(r *http.Request, teamID string) (map[string][]pandastack.VolumeMount, error) {
+	vols, err := s.cfg.Store.ListVolumes(r.Context(), teamID)
+	if err != nil {
+		return nil, wrap(err, "list volumes")
+	}
+	out := map[string][]pandastack.VolumeMount{}
+	for _, v := range vols {
+		if v.SandboxID != "" {
+			out[v.SandboxID] = append(out[v.SandboxID], pandastack.VolumeMount{Volume: v.ID, Path: v.MountPath})
+		}
+	}
+	return out, nil
+}
+
+// presentWith is present with the team's volume mounts already looked up.
+func (s *Server) presentWith(r *http.Request, sb pandastack.Sandbox, mounts map[string][]pandastack.VolumeMount) pandastack.Sandbox {
+	if sb.State.Live() {
+		sb.Volumes = mounts[sb.ID]
+	}
 	if sb.Metadata == nil {
 		sb.Metadata = map[string]string{}
 	}

@@ -311,3 +311,31 @@ func TestKeysAndTemplates(t *testing.T) {
 	}
 	run(t, env, env.Key, "", "template", "build", "python").want(t, 1)
 }
+
+func TestVolumes(t *testing.T) {
+	env := apitest.Start(t)
+	id := strings.TrimSpace(run(t, env, env.Key, "", "volume", "create", "--size", "64", "data").want(t, 0).stdout)
+	if !strings.HasPrefix(id, "vol_") {
+		t.Fatalf("volume create printed %q", id)
+	}
+	run(t, env, env.Key, "", "volume", "create", "data").want(t, 1) // a taken name
+	ls := run(t, env, env.Key, "", "volume", "ls").want(t, 0)
+	for _, h := range []string{"NAME", "SIZE", "SANDBOX", id, "data", "64 MiB"} {
+		if !strings.Contains(ls.stdout, h) {
+			t.Errorf("volume ls lacks %q:\n%s", h, ls.stdout)
+		}
+	}
+	createSandbox(t, env, "--volume", "data:/data", "--volume", id+":/mnt/two")
+	reqs := env.Engine.Created()
+	got := reqs[len(reqs)-1].Volumes
+	if len(got) != 2 || got[0].Volume != "data" || got[0].Path != "/data" || got[1].Volume != id || got[1].Path != "/mnt/two" {
+		t.Fatalf("create asked for volumes %+v", got)
+	}
+	run(t, env, env.Key, "", "sandbox", "create", "--volume", "data").want(t, 2)
+	run(t, env, env.Key, "", "sandbox", "create", "--volume", "data:/proc/x").want(t, 1)
+	if get := run(t, env, env.Key, "", "volume", "get", "data").want(t, 0); !strings.Contains(get.stdout, `"id": "`+id+`"`) {
+		t.Fatalf("volume get printed %s", get.stdout)
+	}
+	run(t, env, env.Key, "", "volume", "delete", "data").want(t, 0)
+	run(t, env, env.Key, "", "volume", "get", id).want(t, 1)
+}

@@ -36,6 +36,8 @@ func runSandboxCreate(ctx context.Context, s *streams, args []string) int {
 	cpus := p.fs.Int("cpus", 0, "vCPUs, if not the template's (that size is baked on first use)")
 	mem := p.fs.Int("memory", 0, "memory in MiB, if not the template's")
 	disk := p.fs.Int("disk", 0, "root disk in GiB, if bigger than the template's")
+	var mounts []sdk.VolumeMount
+	p.fs.Var(volumeFlag{&mounts}, "volume", "mount a durable volume, `NAME:/path` (repeatable, at most 2)")
 	var idle secondsFlag
 	p.fs.Var(&idle, "auto-hibernate", "hibernate after this long without exec, file, port or run_code use (`30s` or seconds; default never)")
 	nf := p.networkFlags()
@@ -48,7 +50,7 @@ func runSandboxCreate(ctx context.Context, s *streams, args []string) int {
 	}
 	sb, err := p.client.client().CreateSandbox(ctx, sdk.CreateSandboxParams{
 		Template: *template, TTLSeconds: *ttl, Metadata: meta, Env: env, CPUs: *cpus, MemoryMiB: *mem, DiskGiB: *disk,
-		Network: policy, AutoHibernateSeconds: int(idle),
+		Network: policy, AutoHibernateSeconds: int(idle), Volumes: mounts,
 	})
 	if err != nil {
 		return fail(s, err)

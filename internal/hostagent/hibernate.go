@@ -105,6 +105,18 @@ func (a *Agent) wake(ctx context.Context, s *sandbox) error {
 	if err != nil {
 		return &pandastack.Error{Code: pandastack.EUnavailable, Message: "the hibernated sandbox's state is missing", Err: err}
 	}
+	// Its durable volumes stayed attached while it slept: the VM opens
+	// them again (its volume copies were kept with its state).
+	s.mu.Lock()
+	team := s.rec.TeamID
+	s.mu.Unlock()
+	if n, err := a.durableSlots(ctx, team, id, &snap); err != nil {
+		return fmt.Errorf("wake %s: find its volumes: %w", id, err)
+	} else if n > 0 {
+		s.mu.Lock()
+		s.volumes = true
+		s.mu.Unlock()
+	}
 	v, err := a.cfg.Driver.WakeVM(ctx, id, snap)
 	if err != nil {
 		return &pandastack.Error{Code: pandastack.EUnavailable, Message: "the sandbox could not be woken", Err: err}

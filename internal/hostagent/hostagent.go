@@ -7,6 +7,8 @@ package hostagent
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -43,6 +45,13 @@ type Config struct {
 	HibernateDir string
 	// SnapshotDir keeps snapshots' state and disks.
 	SnapshotDir string
+	// VolumeDir keeps durable volumes (on the reflink filesystem); ""
+	// disables volumes.
+	VolumeDir string
+	// SpaceDirs are further directories whose filesystems must have room
+	// for a new volume: the filesystem under a loop-mounted VM image,
+	// which may have less free than the image says it has.
+	SpaceDirs []string
 	// Network, if set, holds sandboxes' network policies.
 	Network Network
 }
@@ -68,6 +77,7 @@ type sandbox struct {
 	vm       vmm.VM // nil while hibernated
 	client   *guestconn.Client
 	sleeping bool // the VM is being hibernated: its exit is expected
+	volumes  bool // durable volumes are attached: sync the guest before a kill
 	// lastUsed and busy are its activity (see idle.go); autoHib is set
 	// while an auto-hibernation of it is under way.
 	lastUsed time.Time
@@ -100,7 +110,7 @@ func (a *Agent) Accel() pandastack.Accel { return a.cfg.Driver.Accel() }
 // Start reconciles with what survived an earlier run, then runs the TTL
 // reaper until Close.
 func (a *Agent) Start(ctx context.Context) error {
-	for _, d := range []string{a.cfg.HibernateDir, a.cfg.SnapshotDir} {
+	for _, d := range []string{a.cfg.HibernateDir, a.cfg.SnapshotDir, a.cfg.VolumeDir} {
 		if d == "" {
 			continue
 		}
@@ -134,6 +144,10 @@ func (a *Agent) Prewarm(ctx context.Context, name string) error {
 // Create restores a sandbox from its template and waits for its agent.
 func (a *Agent) Create(ctx context.Context, req pandastack.CreateRequest) (pandastack.Sandbox, error) {
 	if req.Snapshot != "" {
+		if len(req.Volumes) > 0 {
+			return pandastack.Sandbox{}, pandastack.Errorf(pandastack.EInvalid,
+				"volumes cannot be attached to a sandbox created from a snapshot: it gets copies of the snapshot's volumes")
+		}
 		return a.createFromSnapshot(ctx, req)
 	}
 	t0 := time.Now()
@@ -143,6 +157,31 @@ func (a *Agent) Create(ctx context.Context, req pandastack.CreateRequest) (panda
 	}
 	if a.cfg.PoolSize > 0 {
 		a.cfg.Driver.Prewarm(snap, a.cfg.PoolSize)
+	}
+	// Volumes are attached, atomically, under a reserved id before the VM
+	// starts, and handed to the sandbox's id once it is recorded; whatever
+	// fails on the way frees them.
+	var vols []pandastack.Volume
+	held := ""
+	if len(req.Volumes) > pandastack.MaxVolumeMounts || len(req.Volumes) > snap.Machine.VolumeSlots {
+		if snap.Machine.VolumeSlots == 0 {
+			return pandastack.Sandbox{}, pandastack.Errorf(pandastack.EInvalid,
+				"template %s was baked before volumes existed: rebuild it to mount volumes", tpl.Name)
+		}
+		return pandastack.Sandbox{}, pandastack.Errorf(pandastack.EInvalid, "at most %d volumes per sandbox", snap.Machine.VolumeSlots)
+	}
+	if len(req.Volumes) > 0 {
+		b := make([]byte, 8)
+		_, _ = rand.Read(b)
+		held = "sbx_creating_" + hex.EncodeToString(b)
+		if snap.Volumes, vols, err = a.attachVolumes(ctx, req, held); err != nil {
+			return pandastack.Sandbox{}, err
+		}
+		defer func() {
+			if held != "" {
+				a.releaseVolumes(ctx, held)
+			}
+		}()
 	}
 	v, err := a.cfg.Driver.Restore(ctx, snap)
 	if err != nil {
@@ -155,10 +194,23 @@ func (a *Agent) Create(ctx context.Context, req pandastack.CreateRequest) (panda
 		return pandastack.Sandbox{}, &pandastack.Error{Code: pandastack.EUnavailable, Message: "the sandbox did not become ready", Err: err}
 	}
 	tReady := time.Since(t0)
+	if len(vols) > 0 {
+		err := a.mountVolumes(ctx, client, tpl, vols)
+		if err == nil {
+			err = a.cfg.Store.MoveVolumes(ctx, held, v.ID())
+		}
+		if err != nil {
+			client.Close()
+			v.Kill(context.Background())
+			return pandastack.Sandbox{}, err
+		}
+		held = v.ID() // freed if the record fails
+	}
 	rec, err := a.record(ctx, v, client, req, tpl, snap.Machine.CPUs, snap.Machine.MemoryMiB)
 	if err != nil {
 		return rec, err
 	}
+	held = ""
 	a.log.Info("sandbox created", "sandbox", rec.ID, "template", req.Template, "team", req.TeamID,
 		"restore_ms", ms(tRestored), "ready_ms", ms(tReady), "ms", ms(time.Since(t0)), "accel", a.Accel())
 	return rec, nil
@@ -184,6 +236,7 @@ func (a *Agent) record(ctx context.Context, v vmm.VM, client *guestconn.Client, 
 		AutoHibernateSeconds: int(req.AutoHibernate / time.Second),
 	}
 	s := newSandbox(rec, v, client)
+	s.volumes = len(req.Volumes) > 0
 	if err := a.applyNetwork(ctx, rec.ID, req.Network); err != nil {
 		client.Close()
 		v.Kill(context.Background())
@@ -366,6 +419,15 @@ func (a *Agent) end(ctx context.Context, s *sandbox, state pandastack.SandboxSta
 	s.mu.Lock()
 	v, client := s.vm, s.client
 	s.mu.Unlock()
+	if client != nil && v != nil && s.volumes {
+		// What the guest has not written yet would be lost with the VM:
+		// flush its filesystems (the volume's) first.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		if err := client.Sync(sctx); err != nil {
+			a.log.Warn("sync guest before kill", "sandbox", s.rec.ID, "err", err)
+		}
+		cancel()
+	}
 	if client != nil {
 		client.Close()
 	}
@@ -375,6 +437,7 @@ func (a *Agent) end(ctx context.Context, s *sandbox, state pandastack.SandboxSta
 	if err := os.RemoveAll(a.hibDir(s.rec.ID)); err != nil {
 		kerr = errors.Join(kerr, err)
 	}
+	a.releaseVolumes(ctx, s.rec.ID)
 	a.forgetNetwork(s.rec.ID)
 	s.mu.Lock()
 	now := time.Now().UTC()

@@ -20,6 +20,18 @@ func (a *Agent) reconcile(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	withVolumes := map[string]bool{} // sandboxes with durable volumes attached
+	if a.cfg.VolumeDir != "" {
+		vols, err := a.cfg.Store.ListVolumes(ctx, "")
+		if err != nil {
+			return err
+		}
+		for _, v := range vols {
+			if v.SandboxID != "" {
+				withVolumes[v.SandboxID] = true
+			}
+		}
+	}
 	seen := map[string]bool{}
 	for _, id := range ids {
 		seen[id] = true
@@ -53,6 +65,7 @@ func (a *Agent) reconcile(ctx context.Context) error {
 			continue
 		}
 		s := newSandbox(rec, v, client) // its idle time restarts with the server
+		s.volumes = withVolumes[id]
 		a.mu.Lock()
 		a.sbx[id] = s
 		a.mu.Unlock()
@@ -77,6 +90,9 @@ func (a *Agent) reconcile(ctx context.Context) error {
 		}
 		a.markFailed(ctx, rec, "the VM was gone after a host restart")
 	}
+	if err := a.reconcileVolumes(ctx); err != nil {
+		return fmt.Errorf("volumes: %w", err)
+	}
 	return a.reconcileNetwork(ctx)
 }
 
@@ -90,5 +106,6 @@ func (a *Agent) markEnded(ctx context.Context, rec pandastack.Sandbox, state pan
 	if err := a.cfg.Store.PutSandbox(ctx, rec); err != nil {
 		a.log.Error("record sandbox end", "sandbox", rec.ID, "err", err)
 	}
+	a.releaseVolumes(ctx, rec.ID)
 	a.log.Info("sandbox ended during reconcile", "sandbox", rec.ID, "state", state, "reason", why)
 }

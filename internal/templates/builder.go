@@ -149,8 +149,8 @@ func (b *Builder) BootFiles(ctx context.Context, progress io.Writer) (Boot, erro
 }
 
 // layout is the version of a baked template's files: a template baked in
-// another layout is baked again.
-const layout = 3
+// another layout is baked again. 4: every VM has volume slots (vmm.VolumeSlots).
+const layout = 4
 
 // record is template.json in a baked template's directory.
 type record struct {
@@ -206,7 +206,8 @@ func (b *Builder) Build(ctx context.Context, name string, progress io.Writer) (p
 		}
 		_ = os.Chmod(img, 0o444)
 	}
-	m := vmm.Machine{CPUs: def.CPUs, CPUModel: qemu.CPUModel(b.cfg.Driver.Accel()), MemoryMiB: def.MemoryMiB, Kernel: bt.Kernel.Vmlinuz, Initrd: bt.Initrd, Cmdline: qemu.KernelCmdline(b.cfg.Driver.Accel())}
+	m := vmm.Machine{CPUs: def.CPUs, CPUModel: qemu.CPUModel(b.cfg.Driver.Accel()), MemoryMiB: def.MemoryMiB, Kernel: bt.Kernel.Vmlinuz, Initrd: bt.Initrd, Cmdline: qemu.KernelCmdline(b.cfg.Driver.Accel()),
+		VolumeSlots: vmm.VolumeSlots}
 	id := hashOf("bake", fmt.Sprint(layout), imgKey, bt.InitrdKey, bt.Kernel.Package, fmt.Sprint(m.CPUs, m.CPUModel, m.MemoryMiB, m.Cmdline), string(b.cfg.Driver.Accel()), qemuVersion(), def.Warm)
 	dir := b.dir(name, id)
 	step(4, "bake (cold boot, then save the VM)")

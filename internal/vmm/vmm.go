@@ -39,6 +39,10 @@ type Machine struct {
 	Kernel    string `json:"kernel"`
 	Initrd    string `json:"initrd"`
 	Cmdline   string `json:"cmdline"`
+	// VolumeSlots is how many volume drives the VM has: VolumeSlots for
+	// every machine baked since volumes exist, 0 for one saved before
+	// (its snapshots restore onto the devices they were saved with).
+	VolumeSlots int `json:"volume_slots,omitempty"`
 }
 
 // BootSpec describes a cold boot.
@@ -56,15 +60,51 @@ const (
 	DiskFile  = "disk.raw"
 )
 
-// Snapshot is what a VM is restored from: its three files. A restore clones
-// them (reflink), so the files stay as they are and serve any number of
-// restores.
+// VolumeSlots is how many volume drives every VM has (besides its root
+// disk; see Machine.VolumeSlots). A snapshot restores only onto the same
+// devices, so the slots exist in every VM, bakes included: an empty slot
+// holds a small placeholder file of PlaceholderSize bytes.
+const VolumeSlots = 2
+
+// PlaceholderSize is the size of an empty volume slot's file.
+const PlaceholderSize = 1 << 20
+
+// VolumeFile is the file in one of a VM's volume slots.
+type VolumeFile struct {
+	// Path is the file; "" leaves the slot empty (a placeholder).
+	Path string
+	// Copy: the VM gets a reflink copy of Path of its own (which goes with
+	// the VM, like its disk); otherwise the VM opens Path itself, durably
+	// (a volume, never copied, never removed by the VM).
+	Copy bool
+}
+
+// VolumeFileName is the name of slot i's file inside a saved VM's directory.
+func VolumeFileName(i int) string { return fmt.Sprintf("vol%d.raw", i) }
+
+// Snapshot is what a VM is restored from: its three files, and what its
+// volume slots hold. A restore clones them (reflink), so the files stay as
+// they are and serve any number of restores.
 type Snapshot struct {
 	Key       string // names the snapshot in logs
 	Machine   Machine
 	MemFile   string // RAM
 	StateFile string // device state
 	Disk      string // raw root disk
+	// Volumes: what the restored VM's volume slots hold. A saved VM's own
+	// slot files (copies kept by Checkpoint or Hibernate) come as Copy; the
+	// caller sets durable volumes.
+	Volumes [VolumeSlots]VolumeFile
+}
+
+// HasVolumes reports whether any slot holds a file.
+func (s Snapshot) HasVolumes() bool {
+	for _, v := range s.Volumes {
+		if v.Path != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // machineFile records, next to a saved VM's files, the machine it restores on.
@@ -92,10 +132,18 @@ func LoadSaved(dir string) (Snapshot, error) {
 	return Saved(dir, m), nil
 }
 
-// Saved is the snapshot kept in dir under the standard file names.
+// Saved is the snapshot kept in dir under the standard file names, with
+// the volume copies kept there (VolumeFileName) in their slots.
 func Saved(dir string, m Machine) Snapshot {
-	return Snapshot{Key: dir, Machine: m, MemFile: filepath.Join(dir, MemFile),
+	s := Snapshot{Key: dir, Machine: m, MemFile: filepath.Join(dir, MemFile),
 		StateFile: filepath.Join(dir, StateFile), Disk: filepath.Join(dir, DiskFile)}
+	for i := range s.Volumes {
+		p := filepath.Join(dir, VolumeFileName(i))
+		if _, err := os.Stat(p); err == nil {
+			s.Volumes[i] = VolumeFile{Path: p, Copy: true}
+		}
+	}
+	return s
 }
 
 // VM is a running virtual machine.
@@ -123,15 +171,20 @@ type Driver interface {
 	Accel() pandastack.Accel
 	Boot(ctx context.Context, spec BootSpec) (VM, error)
 	// Restore starts a VM from a snapshot. When it returns, the guest runs.
+	// A durable volume in a slot is opened in place, and the guest is told
+	// its size (a virtio config change); mounting it is the guest's work.
 	Restore(ctx context.Context, snap Snapshot) (VM, error)
 	// Hibernate saves a running VM whole into dir (as Saved(dir, machine))
-	// and ends it; its RAM and disk files move there, nothing is copied.
+	// and ends it; its RAM and disk files, and its volume copies, move
+	// there, nothing is copied. Durable volumes stay where they are: the
+	// caller puts them back in snap.Volumes for WakeVM.
 	// WakeVM restores it from dir under the same id; dir is left as it was.
 	Hibernate(ctx context.Context, v VM, dir string) error
 	WakeVM(ctx context.Context, id string, snap Snapshot) (VM, error)
 	// Checkpoint saves a running VM whole into dir (as Saved(dir, machine)):
-	// device state plus reflink copies of its RAM and disk; the VM is paused
-	// for that time and then runs on. Restore starts forks from it.
+	// device state plus reflink copies of its RAM, disk and the files in its
+	// volume slots (durable volumes too); the VM is paused for that time and
+	// then runs on. Restore starts forks from it.
 	Checkpoint(ctx context.Context, v VM, dir string) error
 	// Prewarm keeps n processes ready to restore snapshots of snap's
 	// machine, off the create path.

@@ -46,7 +46,8 @@ var (
 	ErrTimeout          = &APIError{Code: "timeout"}
 	ErrUnavailable      = &APIError{Code: "unavailable"}
 	// ErrInsufficientStorage: the host's disk is full; a snapshot, fork or
-	// hibernate saved nothing and the sandbox runs on (HTTP 507).
+	// hibernate saved nothing and the sandbox runs on; or a volume of the
+	// size asked for does not fit (HTTP 507).
 	ErrInsufficientStorage = &APIError{Code: "insufficient_storage"}
 	ErrInternal            = &APIError{Code: "internal"}
 )
@@ -108,6 +109,8 @@ func codeForStatus(status int) string {
 		return ErrUnavailable.Code
 	case http.StatusGatewayTimeout:
 		return ErrTimeout.Code
+	case http.StatusInsufficientStorage:
+		return ErrInsufficientStorage.Code
 	}
 	return ErrInternal.Code
 }

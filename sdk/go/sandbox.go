@@ -31,6 +31,8 @@ type Sandbox struct {
 	// sandboxes no network); Domain is where its ports are served (Host).
 	Network *NetworkPolicy `json:"network,omitempty"`
 	Domain  string         `json:"domain,omitempty"`
+	// Volumes are the durable volumes attached to it (Volume is the id).
+	Volumes []VolumeMount `json:"volumes,omitempty"`
 	// AutoHibernateSeconds is its idle time before it is hibernated (0:
 	// never).
 	AutoHibernateSeconds int `json:"auto_hibernate_seconds,omitempty"`
@@ -58,6 +60,8 @@ type CreateSandboxParams struct {
 	// DiskGiB asks for a bigger root disk than the template's (0: its own).
 	DiskGiB int
 	Network *NetworkPolicy // egress policy and public ports (nil: allow all, no public ports)
+	// Volumes are durable volumes to mount (at most 2; not with Snapshot).
+	Volumes []VolumeMount
 	// AutoHibernateSeconds hibernates the sandbox after that many seconds
 	// without an exec, file, port or run_code request (0: never); any later
 	// use wakes it.
@@ -77,7 +81,8 @@ func (c *Client) CreateSandbox(ctx context.Context, p CreateSandboxParams) (*San
 		DiskGiB    int               `json:"disk_gib,omitempty"`
 		Network    *NetworkPolicy    `json:"network,omitempty"`
 		AutoHib    int               `json:"auto_hibernate_seconds,omitempty"`
-	}{p.Template, p.TTLSeconds, p.Metadata, p.Env, p.Snapshot, p.CPUs, p.MemoryMiB, p.DiskGiB, p.Network, p.AutoHibernateSeconds}
+		Volumes    []VolumeMount     `json:"volumes,omitempty"`
+	}{p.Template, p.TTLSeconds, p.Metadata, p.Env, p.Snapshot, p.CPUs, p.MemoryMiB, p.DiskGiB, p.Network, p.AutoHibernateSeconds, p.Volumes}
 	sb := &Sandbox{c: c}
 	if err := c.do(ctx, request{method: "POST", path: "/v1/sandboxes", body: body}, sb); err != nil {
 		return nil, err

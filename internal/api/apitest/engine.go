@@ -21,6 +21,8 @@ type Engine struct {
 	AccelValue pandastack.Accel
 	// CreateErr, when set, is returned by Create (to test error mapping).
 	CreateErr error
+	// VolumeErr, when set, is returned by CreateVolume.
+	VolumeErr error
 
 	mu     sync.Mutex
 	guests map[string]*Guest
@@ -208,4 +210,19 @@ func (e *Engine) Snapshot(ctx context.Context, id, name string) (pandastack.Snap
 // DeleteSnapshot removes the record.
 func (e *Engine) DeleteSnapshot(ctx context.Context, id string) error {
 	return e.Store.DeleteSnapshot(ctx, id)
+}
+
+// CreateVolume records a volume (the fake keeps no file).
+func (e *Engine) CreateVolume(ctx context.Context, teamID, name string, sizeMiB int) (pandastack.Volume, error) {
+	if e.VolumeErr != nil {
+		return pandastack.Volume{}, e.VolumeErr
+	}
+	v := pandastack.Volume{ID: randomID("vol_"), TeamID: teamID, Name: name, SizeMiB: sizeMiB, Host: "fake-host",
+		CreatedAt: time.Now().UTC().Truncate(time.Millisecond)}
+	return v, e.Store.CreateVolume(ctx, v)
+}
+
+// DeleteVolume removes the record.
+func (e *Engine) DeleteVolume(ctx context.Context, id string) error {
+	return e.Store.DeleteVolume(ctx, id)
 }

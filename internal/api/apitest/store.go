@@ -21,6 +21,7 @@ type Store struct {
 	templates map[string]pandastack.Template // by name
 	order     map[string]int                 // sandbox id -> insertion order
 	snaps     map[string]pandastack.Snapshot // by id
+	vols      map[string]pandastack.Volume   // by id
 }
 
 var _ pandastack.Store = (*Store)(nil)
@@ -264,5 +265,116 @@ func (s *Store) DeleteSnapshot(_ context.Context, id string) error {
 		return pandastack.Errorf(pandastack.ENotFound, "snapshot %s not found", id)
 	}
 	delete(s.snapshots(), id)
+	return nil
+}
+
+func (s *Store) volumeMap() map[string]pandastack.Volume {
+	if s.vols == nil {
+		s.vols = map[string]pandastack.Volume{}
+	}
+	return s.vols
+}
+
+func (s *Store) CreateVolume(_ context.Context, v pandastack.Volume) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, o := range s.volumeMap() {
+		if o.ID == v.ID || (o.TeamID == v.TeamID && o.Name == v.Name) {
+			return pandastack.Errorf(pandastack.EConflict, "a volume named %q already exists", v.Name)
+		}
+	}
+	s.volumeMap()[v.ID] = v
+	return nil
+}
+
+func (s *Store) GetVolume(_ context.Context, id string) (pandastack.Volume, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.volumeMap()[id]
+	if !ok {
+		return v, notFound("volume %s not found", id)
+	}
+	return v, nil
+}
+
+func (s *Store) VolumeByName(_ context.Context, teamID, name string) (pandastack.Volume, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, v := range s.volumeMap() {
+		if v.TeamID == teamID && v.Name == name {
+			return v, nil
+		}
+	}
+	return pandastack.Volume{}, notFound("volume %s not found", name)
+}
+
+func (s *Store) ListVolumes(_ context.Context, teamID string) ([]pandastack.Volume, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := []pandastack.Volume{}
+	for _, v := range s.volumeMap() {
+		if teamID == "" || v.TeamID == teamID {
+			out = append(out, v)
+		}
+	}
+	slices.SortFunc(out, func(a, b pandastack.Volume) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return out, nil
+}
+
+func (s *Store) DeleteVolume(_ context.Context, id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.volumeMap()[id]
+	if !ok {
+		return notFound("volume %s not found", id)
+	}
+	if v.SandboxID != "" {
+		return pandastack.Errorf(pandastack.EConflict, "volume %s is attached to sandbox %s; kill the sandbox first", v.Name, v.SandboxID)
+	}
+	delete(s.vols, id)
+	return nil
+}
+
+func (s *Store) AttachVolume(_ context.Context, id, sandboxID, mountPath string, slot int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.volumeMap()[id]
+	if !ok {
+		return notFound("volume %s not found", id)
+	}
+	if v.SandboxID != "" {
+		return pandastack.Errorf(pandastack.EConflict, "volume %s is in use by sandbox %s", v.Name, v.SandboxID)
+	}
+	v.SandboxID, v.MountPath, v.Slot = sandboxID, mountPath, slot
+	s.vols[id] = v
+	return nil
+}
+
+func (s *Store) MoveVolumes(_ context.Context, from, to string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, v := range s.volumeMap() {
+		if from != "" && v.SandboxID == from {
+			v.SandboxID = to
+			s.vols[id] = v
+		}
+	}
+	return nil
+}
+
+func (s *Store) DetachVolumes(_ context.Context, sandboxID string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, v := range s.volumeMap() {
+		if sandboxID != "" && v.SandboxID == sandboxID {
+			v.SandboxID, v.MountPath, v.Slot = "", "", 0
+			s.vols[id] = v
+		}
+	}
 	return nil
 }

@@ -44,6 +44,7 @@ func Run(t *testing.T, open OpenFunc) {
 	t.Run("ListSandboxes", h.listSandboxes)
 	t.Run("Templates", h.templates)
 	t.Run("Snapshots", h.snapshots)
+	t.Run("Volumes", h.volumes)
 	t.Run("Lifecycle", h.lifecycle)
 }
 

@@ -35,6 +35,30 @@ type argSpec struct {
 	diskCache  string // QEMU cache mode of the root disk
 	diskFD     bool   // the disk is passed open, read-write as fd 3 and read-only as fd 4
 	incoming   bool
+	// volFD is the first of the descriptors of the volume slots' files:
+	// slot i is passed read-write as volFD+2i and read-only as volFD+2i+1.
+	volFD int
+}
+
+// volFDSet is the fd set of volume slot i.
+func volFDSet(i int) int { return 2 + i }
+
+// volumeArgs are the volume slots' drives and devices. Every VM has them,
+// in the same order and with the same properties, so that any snapshot
+// restores onto any VM: only the files behind them differ. The guest finds
+// a slot by its serial (/sys/block/vdX/serial = "volN"). Guest flushes go
+// to the host's disk (cache=writeback honours them): a volume is durable.
+func volumeArgs(volFD, slots int) []string {
+	var args []string
+	for i := 0; i < slots; i++ {
+		set := volFDSet(i)
+		args = append(args,
+			"-add-fd", fmt.Sprintf("fd=%d,set=%d,opaque=vol%d-rw", volFD+2*i, set, i),
+			"-add-fd", fmt.Sprintf("fd=%d,set=%d,opaque=vol%d-ro", volFD+2*i+1, set, i),
+			"-drive", fmt.Sprintf("id=vol%d,file=/dev/fdset/%d,file.locking=off,format=raw,if=none,discard=unmap,cache=writeback", i, set),
+			"-device", fmt.Sprintf("virtio-blk-device,drive=vol%d,serial=vol%d", i, i))
+	}
+	return args
 }
 
 // The root disk of a restored VM is passed to QEMU open, in an fd set (one
@@ -87,6 +111,7 @@ func buildArgs(s argSpec) []string {
 		"-qmp", "unix:" + filepath.Join(s.dir, qmpSock) + ",server=on,wait=off",
 		"-sandbox", sandboxPolicy,
 	}
+	args = append(args, volumeArgs(s.volFD, s.m.VolumeSlots)...)
 	if s.incoming {
 		args = append(args, "-incoming", "defer")
 	}

@@ -38,6 +38,15 @@ func (d *Driver) Checkpoint(ctx context.Context, v vmm.VM, dir string) error {
 		if err := cowfs.Clone(filepath.Join(tmp, vmm.DiskFile), q.disk, 0o400); err != nil {
 			return err
 		}
+		// Volumes, durable ones too, are saved as copies: what restores
+		// from here gets a copy of its own (see vmm.Snapshot.Volumes).
+		for i := range q.vols {
+			if f, ok := q.slotFile(i); ok {
+				if err := cowfs.Clone(filepath.Join(tmp, vmm.VolumeFileName(i)), f, 0o400); err != nil {
+					return err
+				}
+			}
+		}
 		return vmm.WriteMachine(tmp, q.machine)
 	}()
 	if err == nil {

@@ -44,7 +44,13 @@ func (d *Driver) Hibernate(ctx context.Context, v vmm.VM, dir string) error {
 	q.killed = true
 	q.mu.Unlock()
 	d.releaseUID(q.uid)
-	for _, f := range []struct{ from, to string }{{q.mem, vmm.MemFile}, {q.disk, vmm.DiskFile}} {
+	keep := []struct{ from, to string }{{q.mem, vmm.MemFile}, {q.disk, vmm.DiskFile}}
+	for i := range q.copies { // volume copies go along; durable volumes stay
+		if q.copies[i] {
+			keep = append(keep, struct{ from, to string }{filepath.Join(q.dir, vmm.VolumeFileName(i)), vmm.VolumeFileName(i)})
+		}
+	}
+	for _, f := range keep {
 		to := filepath.Join(tmp, f.to)
 		if err := os.Rename(f.from, to); err != nil {
 			return fmt.Errorf("hibernate %s: keep %s: %w", q.id, f.to, err)

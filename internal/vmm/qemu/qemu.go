@@ -159,8 +159,9 @@ func (d *Driver) Boot(ctx context.Context, spec vmm.BootSpec) (vmm.VM, error) {
 	if err != nil {
 		return nil, fmt.Errorf("size memory file: %w", err)
 	}
-	args := buildArgs(argSpec{dir: filepath.Join(d.cfg.Dir, spec.ID), accel: d.cfg.Accel, m: spec.Machine,
-		memFile: spec.MemFile, disk: spec.Disk, diskFormat: diskFormat(spec.Disk)})
+	dir := filepath.Join(d.cfg.Dir, spec.ID)
+	args := buildArgs(argSpec{dir: dir, accel: d.cfg.Accel, m: spec.Machine,
+		memFile: spec.MemFile, disk: spec.Disk, diskFormat: diskFormat(spec.Disk), volFD: 3})
 	// The booting VM writes its disk and RAM file: hand them to its uid.
 	uid := d.allocUID()
 	for _, p := range []string{spec.MemFile, spec.Disk} {
@@ -171,7 +172,18 @@ func (d *Driver) Boot(ctx context.Context, spec vmm.BootSpec) (vmm.VM, error) {
 			}
 		}
 	}
-	v, err := d.start(ctx, spec.ID, uid, args, "", spec.Machine)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		d.releaseUID(uid)
+		return nil, fmt.Errorf("create vm dir: %w", err)
+	}
+	slots, err := openSlots(dir, [vmm.VolumeSlots]vmm.VolumeFile{}, uid, spec.Machine.VolumeSlots)
+	if err != nil {
+		d.releaseUID(uid)
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	defer closeAll(slots)
+	v, err := d.start(ctx, spec.ID, uid, args, "", spec.Machine, slots...)
 	if err != nil {
 		return nil, err
 	}
@@ -184,7 +196,9 @@ func (d *Driver) Boot(ctx context.Context, spec vmm.BootSpec) (vmm.VM, error) {
 // are mapped and opened, its agent socket is connected. With preload, the
 // files are clones of that snapshot's and the RAM is read into the page
 // cache (off the create path, in a pool); without, they are empty.
-func (d *Driver) prepare(ctx context.Context, m vmm.Machine, diskSize int64, preload *vmm.Snapshot) (*vm, error) {
+//
+// vols are what its volume slots hold: empty slots get placeholders.
+func (d *Driver) prepare(ctx context.Context, m vmm.Machine, diskSize int64, preload *vmm.Snapshot, vols [vmm.VolumeSlots]vmm.VolumeFile) (*vm, error) {
 	id := newID()
 	dir := filepath.Join(d.cfg.Dir, id)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -220,7 +234,7 @@ func (d *Driver) prepare(ctx context.Context, m vmm.Machine, diskSize int64, pre
 	// The root disk dies with the sandbox: guest flushes need not reach the
 	// host's disk (a reflink copy flushes what it needs itself).
 	args := buildArgs(argSpec{dir: dir, accel: d.cfg.Accel, m: m, memFile: mem,
-		disk: disk, diskFormat: "raw", diskCache: "unsafe", diskFD: true, incoming: true})
+		disk: disk, diskFormat: "raw", diskCache: "unsafe", diskFD: true, incoming: true, volFD: 5})
 	rw, err := os.OpenFile(disk, os.O_RDWR, 0)
 	if err != nil {
 		cleanup()
@@ -233,12 +247,32 @@ func (d *Driver) prepare(ctx context.Context, m vmm.Machine, diskSize int64, pre
 		return nil, fmt.Errorf("open disk: %w", err)
 	}
 	defer ro.Close()
-	v, err := d.start(ctx, id, uid, args, machineKey(m, diskSize), m, rw, ro)
+	slots, err := openSlots(dir, vols, uid, m.VolumeSlots)
+	if err != nil {
+		cleanup()
+		return nil, err
+	}
+	defer closeAll(slots)
+	v, err := d.start(ctx, id, uid, args, machineKey(m, diskSize), m, append([]*os.File{rw, ro}, slots...)...)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
 	v.mem, v.disk, v.diskSize = mem, disk, diskSize
+	for i, f := range vols {
+		switch {
+		case f.Path != "" && f.Copy:
+			v.copies[i] = true
+		case f.Path != "":
+			v.vols[i] = f.Path
+		}
+	}
+	if vols != ([vmm.VolumeSlots]vmm.VolumeFile{}) {
+		if err := v.writeMeta(); err != nil {
+			v.Kill(context.Background())
+			return nil, err
+		}
+	}
 	if preload != nil {
 		v.loaded = preload.MemFile + "\x00" + preload.Disk
 	}
@@ -303,9 +337,20 @@ func (d *Driver) restore(ctx context.Context, snap vmm.Snapshot, id string) (*vm
 	if err != nil {
 		return nil, fmt.Errorf("restore %s: %w", snap.Key, err)
 	}
-	v := d.take(snap, st.Size())
+	// Pooled processes have placeholders open in their volume slots: a
+	// volume copy is cloned into one (like RAM and disk), but a durable
+	// volume must be the file the VM opens, so a VM is started for it.
+	durable := false
+	for _, f := range snap.Volumes {
+		durable = durable || (f.Path != "" && !f.Copy)
+	}
+	var v *vm
+	if !durable {
+		v = d.take(snap, st.Size())
+	}
+	pooled := v != nil
 	if v == nil {
-		if v, err = d.prepare(ctx, snap.Machine, st.Size(), nil); err != nil {
+		if v, err = d.prepare(ctx, snap.Machine, st.Size(), nil, snap.Volumes); err != nil {
 			return nil, fmt.Errorf("prepare qemu: %w", err)
 		}
 	}
@@ -329,6 +374,23 @@ func (d *Driver) restore(ctx context.Context, snap vmm.Snapshot, id string) (*vm
 		}
 		cowfs.Readahead(v.mem)
 	}
+	if pooled && snap.HasVolumes() {
+		for i, f := range snap.Volumes {
+			if f.Path == "" {
+				continue
+			}
+			if i >= v.machine.VolumeSlots {
+				return fail(fmt.Errorf("restore %s: volume slot %d: the machine has %d", snap.Key, i, v.machine.VolumeSlots))
+			}
+			if err := cowfs.CloneInto(filepath.Join(v.dir, vmm.VolumeFileName(i)), f.Path); err != nil {
+				return fail(fmt.Errorf("restore %s: volume copy: %w", snap.Key, err))
+			}
+			v.copies[i] = true
+		}
+		if err := v.writeMeta(); err != nil {
+			return fail(err)
+		}
+	}
 	if d.cfg.Network != nil {
 		if err := d.cfg.Network.Apply(ctx, v.id); err != nil {
 			return fail(fmt.Errorf("restore %s: %w", snap.Key, err))
@@ -342,16 +404,94 @@ func (d *Driver) restore(ctx context.Context, snap vmm.Snapshot, id string) (*vm
 	if err := v.q.runFD(ctx, "getfd", map[string]any{"fdname": "state"}, nil, int(sf.Fd())); err != nil {
 		return fail(fmt.Errorf("pass state file: %w", err))
 	}
-	if err := d.load(ctx, v); err != nil {
+	if err := d.load(ctx, v, v.resizeVolumes); err != nil {
 		return fail(fmt.Errorf("restore %s: %w", snap.Key, err))
 	}
 	return v, nil
 }
 
+// resizeVolumes sets each volume slot's drive to its file's size, while the
+// loaded VM is still paused. QEMU measured the files when it opened them
+// (a placeholder, before a copy was cloned into it), and the guest last
+// saw the size of what the slot held when it was saved (a placeholder, for
+// a volume attached now): block_resize makes QEMU measure again and signal
+// a config change, and the guest reads the size again once it runs.
+func (v *vm) resizeVolumes(ctx context.Context) error {
+	for i := 0; i < v.machine.VolumeSlots && i < vmm.VolumeSlots; i++ {
+		f, held := v.slotFile(i)
+		if !held {
+			continue
+		}
+		st, err := os.Stat(f)
+		if err != nil {
+			return fmt.Errorf("volume slot %d: %w", i, err)
+		}
+		if err := v.q.run(ctx, "block_resize", map[string]any{"device": fmt.Sprintf("vol%d", i), "size": st.Size()}, nil); err != nil {
+			return fmt.Errorf("announce volume slot %d size: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// openSlots opens the files of a VM's volume slots, read-write and
+// read-only each (QEMU opens a drive both ways), for buildArgs' volFD: a
+// durable volume in place, a copy (reflink) or a placeholder made in dir.
+func openSlots(dir string, vols [vmm.VolumeSlots]vmm.VolumeFile, uid, slots int) ([]*os.File, error) {
+	var files []*os.File
+	fail := func(err error) ([]*os.File, error) {
+		closeAll(files)
+		return nil, err
+	}
+	for i, f := range vols {
+		if i >= slots {
+			if f.Path != "" {
+				return fail(fmt.Errorf("volume slot %d: the machine has %d volume slots", i, slots))
+			}
+			continue
+		}
+		path := f.Path
+		if path == "" || f.Copy {
+			path = filepath.Join(dir, vmm.VolumeFileName(i))
+			size := int64(vmm.PlaceholderSize)
+			if f.Copy {
+				st, err := os.Stat(f.Path)
+				if err != nil {
+					return fail(fmt.Errorf("volume copy: %w", err))
+				}
+				size = st.Size()
+			}
+			from := ""
+			if f.Copy {
+				from = f.Path
+			}
+			if err := makeFile(path, from, size, uid); err != nil {
+				return fail(err)
+			}
+		}
+		rw, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			return fail(fmt.Errorf("open volume slot %d: %w", i, err))
+		}
+		files = append(files, rw)
+		ro, err := os.Open(path)
+		if err != nil {
+			return fail(fmt.Errorf("open volume slot %d: %w", i, err))
+		}
+		files = append(files, ro)
+	}
+	return files, nil
+}
+
+func closeAll(files []*os.File) {
+	for _, f := range files {
+		f.Close()
+	}
+}
+
 // load streams the passed state into a prepared VM and resumes it: the
 // state was saved from a stopped VM, so QEMU stays paused after the load
-// until told to continue.
-func (d *Driver) load(ctx context.Context, v *vm) error {
+// (its drives active again) until told to continue; beforeCont runs then.
+func (d *Driver) load(ctx context.Context, v *vm, beforeCont func(context.Context) error) error {
 	for len(v.q.events) > 0 { // left from preparing
 		<-v.q.events
 	}
@@ -361,6 +501,11 @@ func (d *Driver) load(ctx context.Context, v *vm) error {
 	t0 := time.Now()
 	if err := v.waitIncoming(ctx); err != nil {
 		return fmt.Errorf("load state: %w: %s", err, v.logTail())
+	}
+	if beforeCont != nil {
+		if err := beforeCont(ctx); err != nil {
+			return err
+		}
 	}
 	t1 := time.Now()
 	if err := v.q.run(ctx, "cont", nil, nil); err != nil {
@@ -393,7 +538,7 @@ func (d *Driver) Recover(ctx context.Context, id string) (vmm.VM, error) {
 		return gone()
 	}
 	v := &vm{d: d, id: id, dir: dir, uid: m.UID, pid: m.PID, exited: make(chan struct{}), name: m.name(), machine: m.Machine,
-		mem: filepath.Join(dir, vmm.MemFile), disk: filepath.Join(dir, vmm.DiskFile)}
+		mem: filepath.Join(dir, vmm.MemFile), disk: filepath.Join(dir, vmm.DiskFile), vols: m.Volumes, copies: m.Copies}
 	if st, err := os.Stat(v.disk); err == nil {
 		v.diskSize = st.Size()
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pandastack/pandastack"
 	"github.com/pandastack/pandastack/internal/cowfs"
 	"github.com/pandastack/pandastack/internal/guestconn"
 	"github.com/pandastack/pandastack/internal/store/sqlite"
@@ -285,5 +286,140 @@ func TestSnapshotFilesAreSealed(t *testing.T) {
 		if st.Mode().Perm()&0o337 != 0 {
 			t.Errorf("%s has mode %v: want it read-only, and not readable by others", f, st.Mode())
 		}
+	}
+}
+
+// agent opens a session with a restored VM's guest agent.
+func agent(t *testing.T, v vmm.VM) *guestconn.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	nc, err := v.(interface {
+		AgentConn(context.Context) (net.Conn, error)
+	}).AgentConn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, _, err := guestconn.NewConn(nc).Handshake(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	return cl
+}
+
+// guestShUntil runs script as root in the guest until its output contains
+// want (or 10 s pass) and returns the last output.
+func guestShUntil(t *testing.T, cl *guestconn.Client, script, want string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		var out strings.Builder
+		_, err := cl.Exec(ctx, pandastack.ExecRequest{Args: []string{"/bin/sh", "-c", script}, User: "root"}, nil, func(ev pandastack.ExecEvent) error {
+			if ev.Type == "stdout" {
+				out.Write(ev.Data)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(out.String(), want) || time.Now().After(deadline) {
+			return out.String()
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// blockDevices lists the guest's disks as "SERIAL SECTORS" lines.
+const blockDevices = `for d in /sys/block/vd*; do echo "$(cat $d/serial 2>/dev/null) $(cat $d/size)"; done`
+
+// A durable file in a volume slot is opened in place, and the restored
+// guest sees its size (it saved the placeholder's), not a copy's.
+func TestVolumeSlotShowsTheVolume(t *testing.T) {
+	s := template(t)
+	if s.Machine.VolumeSlots != vmm.VolumeSlots {
+		t.Fatalf("template machine has %d volume slots, want %d", s.Machine.VolumeSlots, vmm.VolumeSlots)
+	}
+	dir := vmDir(t)
+	d := newDriver(t, dir)
+	defer d.Close()
+	vol := filepath.Join(vmDir(t), "volume.raw")
+	if err := os.WriteFile(vol, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(vol, 64<<20); err != nil {
+		t.Fatal(err)
+	}
+	s.Volumes[1] = vmm.VolumeFile{Path: vol}
+	v, err := d.Restore(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { v.Kill(context.Background()) })
+	got := guestShUntil(t, agent(t, v), blockDevices, "vol1 131072\n")
+	if !strings.Contains(got, "vol1 131072\n") || !strings.Contains(got, "vol0 2048\n") {
+		t.Fatalf("guest block devices (serial, 512-byte sectors):\n%s\nwant vol1 at 64 MiB and vol0 a 1 MiB placeholder", got)
+	}
+	if err := v.Kill(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(vol); err != nil || st.Size() != 64<<20 {
+		t.Fatalf("the volume after the VM was killed: %v", err)
+	}
+}
+
+// A volume copy (a fork's, a snapshot's) is cloned into a pooled process's
+// placeholder: the guest sees the copy's size and bytes, and the source is
+// untouched by its writes.
+func TestVolumeCopyInPooledProcess(t *testing.T) {
+	s := template(t)
+	dir := vmDir(t)
+	d := newDriver(t, dir)
+	defer d.Close()
+	d.Prewarm(s, 1)
+	deadline := time.Now().Add(30 * time.Second)
+	for qemuPIDs(dir) < 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("pool did not fill")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(3 * time.Second) // the process is prepared (QMP, agent socket)
+	pooled := map[int]bool{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline")); err == nil && strings.Contains(string(b), dir+"/") {
+			pid, _ := strconv.Atoi(e.Name())
+			pooled[pid] = true
+		}
+	}
+	src := filepath.Join(vmDir(t), "vol0.raw")
+	if err := os.WriteFile(src, []byte("volume bytes"), 0o400); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(src, 32<<20); err != nil {
+		t.Fatal(err)
+	}
+	s.Volumes[0] = vmm.VolumeFile{Path: src, Copy: true}
+	v, err := d.Restore(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { v.Kill(context.Background()) })
+	if !pooled[v.PID()] {
+		t.Fatalf("the restore did not take the pooled process (pid %d, pooled %v)", v.PID(), pooled)
+	}
+	cl := agent(t, v)
+	if got := guestShUntil(t, cl, blockDevices, "vol0 65536\n"); !strings.Contains(got, "vol0 65536\n") {
+		t.Fatalf("guest block devices:\n%s\nwant vol0 at 32 MiB", got)
+	}
+	script := `d=$(grep -l vol0 /sys/block/vd*/serial); d=${d%/serial}; head -c 12 /dev/${d##*/}; echo; printf changed | dd of=/dev/${d##*/} conv=notrunc,fsync 2>/dev/null; head -c 7 /dev/${d##*/}`
+	if got := guestShUntil(t, cl, script, "changed"); got != "volume bytes\nchanged" {
+		t.Fatalf("the copy in the guest reads %q", got)
+	}
+	if b, _ := os.ReadFile(src); !strings.HasPrefix(string(b), "volume bytes") {
+		t.Fatalf("the guest's write reached the source of its copy: %q", b[:12])
 	}
 }

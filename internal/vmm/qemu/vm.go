@@ -31,6 +31,10 @@ type meta struct {
 	Snap    string      `json:"snapshot,omitempty"`
 	Machine vmm.Machine `json:"machine"`
 	Started time.Time   `json:"started"`
+	// Volumes: the durable volume in each slot ("" for a file of the VM's
+	// own); Copies: which of its own slot files are volume copies.
+	Volumes [vmm.VolumeSlots]string `json:"volumes"`
+	Copies  [vmm.VolumeSlots]bool   `json:"copies"`
 }
 
 func (m meta) name() string {
@@ -51,12 +55,17 @@ type vm struct {
 	diskSize int64
 	loaded   string // snapshot files the RAM and disk were cloned from at prepare
 	machine  vmm.Machine
-	snapKey  string
-	uid      int
-	pid      int
-	cmd      *exec.Cmd // nil for a recovered VM
-	q        *qmp
-	exited   chan struct{}
+	// vols[i] is the durable volume open in slot i ("" when the slot's
+	// file is the VM's own, dir/volN.raw); copies[i]: that own file is a
+	// volume copy, not a placeholder.
+	vols    [vmm.VolumeSlots]string
+	copies  [vmm.VolumeSlots]bool
+	snapKey string
+	uid     int
+	pid     int
+	cmd     *exec.Cmd // nil for a recovered VM
+	q       *qmp
+	exited  chan struct{}
 
 	mu     sync.Mutex
 	agent  net.Conn // connected before the state load, handed out once
@@ -159,7 +168,8 @@ func (d *Driver) start(ctx context.Context, id string, uid int, args []string, s
 
 // writeMeta records what Recover needs to find the process again.
 func (v *vm) writeMeta() error {
-	m := meta{ID: v.id, Name: v.name, PID: v.pid, UID: v.uid, Snap: v.snapKey, Machine: v.machine, Started: time.Now().UTC()}
+	m := meta{ID: v.id, Name: v.name, PID: v.pid, UID: v.uid, Snap: v.snapKey, Machine: v.machine, Started: time.Now().UTC(),
+		Volumes: v.vols, Copies: v.copies}
 	b, _ := json.Marshal(m)
 	tmp := filepath.Join(v.dir, metaFile+".tmp")
 	if err := os.WriteFile(tmp, b, 0o600); err != nil {
@@ -262,6 +272,18 @@ func (v *vm) SaveState(ctx context.Context, path string) error {
 		case <-time.After(time.Millisecond):
 		}
 	}
+}
+
+// slotFile is the file in volume slot i, and whether it holds a volume
+// (durable or a copy) rather than a placeholder.
+func (v *vm) slotFile(i int) (string, bool) {
+	if v.vols[i] != "" {
+		return v.vols[i], true
+	}
+	v.mu.Lock()
+	dir := v.dir
+	v.mu.Unlock()
+	return filepath.Join(dir, vmm.VolumeFileName(i)), v.copies[i]
 }
 
 // Release drops the QMP and agent connections; the VM keeps running.

@@ -12,18 +12,18 @@ from ._code import Execution, ExecutionError, Logs, Result
 from ._models import CreatedKey, ExecResult, FileInfo, ProcessInfo, Template
 from ._version import __version__
 from .client import (DEFAULT_BASE_URL, BackgroundProcess, Filesystem, PandaStack, Sandbox,
-                     Sandboxes)
+                     Sandboxes, Volumes)
 from .errors import (APIConnectionError, AuthenticationError, ConflictError, GoneError,
-                     InternalServerError, InvalidArgumentError, MethodNotAllowedError,
+                     InsufficientStorageError, InternalServerError, InvalidArgumentError, MethodNotAllowedError,
                      NotFoundError, OutputTooLargeError, PandaStackError, PayloadTooLargeError,
                      PermissionDeniedError, QuotaExceededError, RateLimitError,
                      RequestTimeoutError, UnavailableError)
 
 __all__ = [
-    "__version__", "DEFAULT_BASE_URL", "PandaStack", "Sandboxes", "Sandbox", "Filesystem",
+    "__version__", "DEFAULT_BASE_URL", "PandaStack", "Sandboxes", "Sandbox", "Volumes", "Filesystem",
     "BackgroundProcess", "ExecResult", "Execution", "ExecutionError", "Logs", "Result", "FileInfo", "ProcessInfo", "Template", "CreatedKey",
     "PandaStackError", "InvalidArgumentError", "AuthenticationError", "PermissionDeniedError",
     "NotFoundError", "MethodNotAllowedError", "ConflictError", "GoneError",
     "PayloadTooLargeError", "OutputTooLargeError", "RateLimitError", "QuotaExceededError",
-    "InternalServerError", "UnavailableError", "APIConnectionError", "RequestTimeoutError",
+    "InternalServerError", "InsufficientStorageError", "UnavailableError", "APIConnectionError", "RequestTimeoutError",
 ]

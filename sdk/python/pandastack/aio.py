@@ -76,6 +76,7 @@ class AsyncPandaStack:
         self.sync = sync_client or PandaStack(token, base_url, api_key=api_key, timeout=timeout,
                                               ssl_context=ssl_context)
         self.sandboxes = AsyncSandboxes(self)
+        self.volumes = AsyncVolumes(self)
 
     @property
     def base_url(self) -> str:
@@ -118,6 +119,25 @@ class AsyncSandboxes:
 
     async def list(self, **kw: Any) -> List["AsyncSandbox"]:
         return [AsyncSandbox(s) for s in await _run(self._c.sync.sandboxes.list, **kw)]
+
+
+class AsyncVolumes:
+    """``client.volumes``, async: see :class:`pandastack.Volumes`."""
+
+    def __init__(self, client: AsyncPandaStack):
+        self._c = client
+
+    async def create(self, name: str, size_mib: int) -> Dict[str, Any]:
+        return await _run(self._c.sync.volumes.create, name, size_mib)
+
+    async def list(self) -> List[Dict[str, Any]]:
+        return await _run(self._c.sync.volumes.list)
+
+    async def get(self, id_or_name: str) -> Dict[str, Any]:
+        return await _run(self._c.sync.volumes.get, id_or_name)
+
+    async def delete(self, id_or_name: str) -> None:
+        await _run(self._c.sync.volumes.delete, id_or_name)
 
 
 def _client(client: Optional[AsyncPandaStack]) -> PandaStack:

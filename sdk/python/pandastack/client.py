@@ -47,6 +47,7 @@ class PandaStack:
         self.timeout = timeout
         self._t = Transport(base_url, token, timeout, f"pandastack-python/{__version__}", ssl_context)
         self.sandboxes = Sandboxes(self)
+        self.volumes = Volumes(self)
 
     def __repr__(self) -> str:
         return f"PandaStack(base_url={self.base_url!r})"
@@ -137,9 +138,11 @@ class Sandboxes:
                memory_mib: Optional[int] = None,
                disk_gib: Optional[int] = None,
                network: Optional[Dict[str, Any]] = None,
-               auto_hibernate_seconds: Optional[int] = None) -> "Sandbox":
+               auto_hibernate_seconds: Optional[int] = None,
+               volumes: Optional[Dict[str, str]] = None) -> "Sandbox":
         """Starts a sandbox from a template, or from a snapshot id (running
-        when this returns). ``cpus``/``memory_mib``/``disk_gib`` ask for
+        when this returns). ``volumes`` maps durable volumes (name or id) to
+        mount paths, e.g. ``{"data": "/data"}`` (at most two). ``cpus``/``memory_mib``/``disk_gib`` ask for
         another size than the template's (baked once on first use).
         ``network`` is its policy, e.g.
         ``{"allow_domains": ["pypi.org", "*.pythonhosted.org"], "public_ports": [8080]}``
@@ -158,6 +161,8 @@ class Sandboxes:
             body["disk_gib"] = disk_gib
         if network is not None:
             body["network"] = dict(network)
+        if volumes:
+            body["volumes"] = [{"volume": v, "path": p} for v, p in volumes.items()]
         if snapshot:
             body["snapshot"] = snapshot
         if ttl_seconds is not None:
@@ -187,6 +192,33 @@ class Sandboxes:
             q["metadata." + k] = v
         out = self._c._t.call("GET", "/v1/sandboxes", query=q or None)
         return [Sandbox(self._c, d) for d in out.get("sandboxes") or []]
+
+
+class Volumes:
+    """``client.volumes``: durable volumes. Each is a dict with ``id``,
+    ``name``, ``size_mib``, ``sandbox_id`` (the live sandbox holding it, or
+    ""), ``mount_path``, ``created_at``; mount one with
+    ``sandboxes.create(..., volumes={"data": "/data"})``."""
+
+    def __init__(self, client: PandaStack):
+        self._c = client
+
+    def create(self, name: str, size_mib: int) -> Dict[str, Any]:
+        """Makes an empty volume (16 MiB to 1 TiB). InsufficientStorageError
+        when the host's disk has less free; ConflictError for a taken name."""
+        return self._c._t.call("POST", "/v1/volumes", json_body={"name": name, "size_mib": size_mib})
+
+    def list(self) -> List[Dict[str, Any]]:
+        """The team's volumes, oldest first."""
+        return list(self._c._t.call("GET", "/v1/volumes").get("volumes") or [])
+
+    def get(self, id_or_name: str) -> Dict[str, Any]:
+        return self._c._t.call("GET", "/v1/volumes/" + quote(id_or_name, safe=""))
+
+    def delete(self, id_or_name: str) -> None:
+        """Deletes a volume and its data; ConflictError while a live sandbox
+        holds it."""
+        self._c._t.call("DELETE", "/v1/volumes/" + quote(id_or_name, safe=""))
 
 
 def _sandbox_path(sandbox_id: str) -> str:
@@ -263,12 +295,14 @@ class Sandbox:
                metadata: Optional[Dict[str, str]] = None, env: Optional[Dict[str, str]] = None,
                snapshot: Optional[str] = None, network: Optional[Dict[str, Any]] = None,
                auto_hibernate_seconds: Optional[int] = None,
+               volumes: Optional[Dict[str, str]] = None,
                client: Optional[PandaStack] = None) -> "Sandbox":
         """Starts a sandbox with ``client`` (default: configured from the
-        environment, see PandaStack); from a snapshot id when given."""
+        environment, see PandaStack); from a snapshot id when given;
+        ``volumes`` maps volume names (or ids) to mount paths."""
         return (client or default_client()).sandboxes.create(
             template, ttl_seconds=ttl_seconds, metadata=metadata, env=env, snapshot=snapshot, network=network,
-            auto_hibernate_seconds=auto_hibernate_seconds)
+            auto_hibernate_seconds=auto_hibernate_seconds, volumes=volumes)
 
     @classmethod
     def get(cls, sandbox_id: str, *, client: Optional[PandaStack] = None) -> "Sandbox":

@@ -107,6 +107,11 @@ class InternalServerError(PandaStackError):
     default_code = "internal"
 
 
+class InsufficientStorageError(PandaStackError):
+    """507 insufficient_storage: the host's disk cannot hold it (a volume)."""
+    default_code = "insufficient_storage"
+
+
 class UnavailableError(PandaStackError):
     """503 unavailable (also 502): the server cannot serve the request now."""
     default_code = "unavailable"
@@ -143,6 +148,7 @@ _BY_CODE = {
     "timeout": RequestTimeoutError,
     "unavailable": UnavailableError,
     "internal": InternalServerError,
+    "insufficient_storage": InsufficientStorageError,
 }
 
 _BY_STATUS = {
@@ -160,6 +166,7 @@ _BY_STATUS = {
     502: UnavailableError,
     503: UnavailableError,
     504: RequestTimeoutError,
+    507: InsufficientStorageError,
 }
 
 

@@ -39,6 +39,24 @@ class E2E(unittest.TestCase):
         self.addCleanup(sbx.kill)
         return sbx
 
+    def test_volumes(self):
+        c = PandaStack()
+        name = "py-" + uuid.uuid4().hex[:8]
+        vol = c.volumes.create(name, 32)
+        self.addCleanup(lambda: c.volumes.delete(vol["id"]))
+        a = Sandbox.create(template="base", ttl_seconds=300, volumes={name: "/data"})
+        self.assertEqual(c.volumes.get(name)["sandbox_id"], a.id)
+        with self.assertRaises(ConflictError):
+            Sandbox.create(template="base", ttl_seconds=60, volumes={vol["id"]: "/data"})
+        with self.assertRaises(ConflictError):
+            c.volumes.delete(name)
+        a.filesystem.write("/data/kept.txt", "kept")
+        a.kill()
+        b = self.sandbox(volumes={name: "/mnt/v"})
+        self.assertEqual(b.filesystem.read("/mnt/v/kept.txt"), "kept")
+        b.kill()
+        self.assertEqual(c.volumes.get(name)["sandbox_id"], "")
+
     def test_readme_example(self):
         out = io.StringIO()
 

@@ -19,7 +19,7 @@ from unittest import mock
 
 import pandastack
 from pandastack import (APIConnectionError, AuthenticationError, ConflictError, GoneError,
-                        InternalServerError, InvalidArgumentError, MethodNotAllowedError,
+                        InsufficientStorageError, InternalServerError, InvalidArgumentError, MethodNotAllowedError,
                         NotFoundError, OutputTooLargeError, PandaStack, PandaStackError,
                         PayloadTooLargeError, PermissionDeniedError, QuotaExceededError,
                         RateLimitError, RequestTimeoutError, Sandbox, UnavailableError)
@@ -95,6 +95,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self._json(200, {})
         if path == "/v1/health":
             return self._json(200, {"status": "ok"})
+        if path == "/v1/volumes" and self.command == "POST":
+            req = json.loads(body["data"])
+            if req["size_mib"] > 1000:
+                return self._json(507, {"error": {"code": "insufficient_storage", "message": "does not fit"}})
+            return self._json(201, {"id": "vol_1", "name": req["name"], "size_mib": req["size_mib"], "sandbox_id": ""})
         if path == "/v1/sandboxes" and self.command == "POST":
             req = json.loads(body["data"])
             srv.created.append(req)
@@ -197,6 +202,20 @@ class LocalServerTest(unittest.TestCase):
                 self.assertIn(code, str(e))
         self.assertTrue(issubclass(QuotaExceededError, RateLimitError))
         self.assertTrue(issubclass(RequestTimeoutError, TimeoutError))
+
+    def test_volumes(self):
+        c = self.client()
+        self.assertEqual(c.volumes.create("data", 64)["id"], "vol_1")
+        with self.assertRaises(InsufficientStorageError) as cm:
+            c.volumes.create("huge", 1 << 20)
+        self.assertEqual((cm.exception.status, cm.exception.code), (507, "insufficient_storage"))
+        c.sandboxes.create("base", volumes={"data": "/data"})
+        self.assertEqual(self.srv.created[-1]["volumes"], [{"volume": "data", "path": "/data"}])
+
+        async def run_async():
+            ac = AsyncPandaStack(sync_client=c)
+            return (await ac.volumes.create("data", 64))["id"]
+        self.assertEqual(asyncio.run(run_async()), "vol_1")
 
     def test_non_json_error(self):
         with self.assertRaises(UnavailableError) as cm:

@@ -7,6 +7,9 @@ import { Sandboxes } from "./sandbox.js";
 import {
   toCreatedKey,
   toTemplate,
+  toVolume,
+  type Volume,
+  type WireVolume,
   type ColdBoot,
   type CreateKeyParams,
   type CreatedKey,
@@ -158,6 +161,46 @@ export class Keys {
   }
 }
 
+/** `client.volumes`: durable volumes, mounted in sandboxes at create (`volumes` of `sandboxes.create`). */
+export class Volumes {
+  readonly #http: HttpClient;
+  /** @internal */
+  constructor(http: HttpClient) {
+    this.#http = http;
+  }
+
+  /**
+   * Creates an empty volume of `sizeMib` (16 MiB to 1 TiB). A size beyond the host's free disk
+   * throws InsufficientStorageError (507); a taken name ConflictError.
+   */
+  async create(params: { name: string; sizeMib: number } & RequestOptions): Promise<Volume> {
+    const w = await this.#http.json<WireVolume>({
+      method: "POST",
+      path: "/v1/volumes",
+      json: { name: params.name, size_mib: params.sizeMib },
+      signal: params.signal,
+    });
+    return toVolume(w);
+  }
+
+  /** Lists the team's volumes, oldest first. */
+  async list(opts: RequestOptions = {}): Promise<Volume[]> {
+    const w = await this.#http.json<{ volumes: WireVolume[] }>({ method: "GET", path: "/v1/volumes", signal: opts.signal });
+    return (w.volumes ?? []).map(toVolume);
+  }
+
+  /** Fetches a volume by id or name. */
+  async get(idOrName: string, opts: RequestOptions = {}): Promise<Volume> {
+    const w = await this.#http.json<WireVolume>({ method: "GET", path: `/v1/volumes/${encodeURIComponent(idOrName)}`, signal: opts.signal });
+    return toVolume(w);
+  }
+
+  /** Deletes a volume and its data; ConflictError while a live sandbox holds it. */
+  async delete(idOrName: string, opts: RequestOptions = {}): Promise<void> {
+    await this.#http.json<unknown>({ method: "DELETE", path: `/v1/volumes/${encodeURIComponent(idOrName)}`, signal: opts.signal });
+  }
+}
+
 /**
  * A PandaStack client. Safe to share; it holds no connections of its own
  * (requests go through the runtime's fetch).
@@ -174,6 +217,7 @@ export class PandaStack {
   readonly sandboxes: Sandboxes;
   readonly templates: Templates;
   readonly keys: Keys;
+  readonly volumes: Volumes;
 
   constructor(options: ClientOptions = {}) {
     const apiKey = options.apiKey ?? env("PANDASTACK_API_KEY") ?? env("PANDASTACK_TOKEN");
@@ -183,6 +227,7 @@ export class PandaStack {
     this.sandboxes = new Sandboxes(this, this.#http);
     this.templates = new Templates(this.#http);
     this.keys = new Keys(this.#http);
+    this.volumes = new Volumes(this.#http);
   }
 
   /** Whether an API key is configured. */

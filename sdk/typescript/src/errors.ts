@@ -18,6 +18,7 @@ export type ErrorCode =
   | "timeout"
   | "unavailable"
   | "internal"
+  | "insufficient_storage"
   // Client-side codes (never sent by the server):
   | "connection_error"
   | "invalid_response"
@@ -80,6 +81,8 @@ export class RateLimitError extends PandaStackError {
 }
 /** 500 internal: the server failed. */
 export class InternalServerError extends PandaStackError {}
+/** 507 insufficient_storage: the host's disk cannot hold it (a volume). */
+export class InsufficientStorageError extends PandaStackError {}
 /** 503 unavailable: the server cannot serve this now (e.g. no capacity, template not built). */
 export class UnavailableError extends PandaStackError {}
 /** 504 timeout: the server timed out. (A command's own timeout is not an error: see ExecResult.timedOut.) */
@@ -107,6 +110,7 @@ const BY_CODE: Record<string, ErrorClass> = {
   timeout: RequestTimeoutError,
   unavailable: UnavailableError,
   internal: InternalServerError,
+  insufficient_storage: InsufficientStorageError,
   connection_error: APIConnectionError,
 };
 
@@ -125,6 +129,7 @@ const CODE_BY_STATUS: Record<number, ErrorCode> = {
   502: "unavailable",
   503: "unavailable",
   504: "timeout",
+  507: "insufficient_storage",
 };
 
 /** The code a status implies, for error answers that are not the API's JSON (e.g. from a proxy). */

@@ -18,7 +18,7 @@
  * TextDecoder, so it runs on Node 20+, Bun, Deno and edge runtimes.
  */
 
-export { PandaStack, Templates, Keys, DEFAULT_BASE_URL, type ClientOptions } from "./client.js";
+export { PandaStack, Templates, Keys, Volumes, DEFAULT_BASE_URL, type ClientOptions } from "./client.js";
 export { Sandbox, Sandboxes, CommandHandle } from "./sandbox.js";
 export { Filesystem } from "./filesystem.js";
 export {
@@ -34,6 +34,7 @@ export {
   OutputTooLargeError,
   RateLimitError,
   InternalServerError,
+  InsufficientStorageError,
   UnavailableError,
   RequestTimeoutError,
   APIConnectionError,
@@ -70,6 +71,8 @@ export type {
   CreateKeyParams,
   ColdBoot,
   SnapshotInfo,
+  Volume,
+  VolumeMount,
   WireError,
   WireSandbox,
   WireExecRequest,

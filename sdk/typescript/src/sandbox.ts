@@ -413,6 +413,7 @@ export class Sandboxes {
     if (params.memoryMib) body.memory_mib = params.memoryMib;
     if (params.diskGib) body.disk_gib = params.diskGib;
     if (params.network) body.network = fromNetworkPolicy(params.network);
+    if (params.volumes && params.volumes.length > 0) body.volumes = params.volumes.map((m) => ({ volume: m.volume, path: m.path }));
     if (params.autoHibernateSeconds !== undefined) body.auto_hibernate_seconds = params.autoHibernateSeconds;
     const w = await this.#http.json<WireSandbox>({ method: "POST", path: "/v1/sandboxes", json: body, signal: params.signal });
     return new Sandbox(this.#client, this.#http, toSandboxInfo(w));

@@ -38,6 +38,8 @@ export interface SandboxInfo {
   network?: NetworkPolicy | undefined;
   /** Ports are served at `PORT-ID.domain` through the server (see `getHost`). */
   domain: string;
+  /** The durable volumes attached to it (`volume` is the id). */
+  volumes: VolumeMount[];
   /** Seconds without activity before it is hibernated (0: never). */
   autoHibernateSeconds: number;
 }
@@ -94,6 +96,53 @@ export interface CreateSandboxParams {
    * run_code request (default 0: never); any later use wakes it.
    */
   autoHibernateSeconds?: number;
+  /** Durable volumes to mount (at most 2), e.g. `[{ volume: "data", path: "/data" }]`. */
+  volumes?: VolumeMount[];
+}
+
+/** Mounts a durable volume (by name or id) at `path` in a new sandbox. */
+export interface VolumeMount {
+  volume: string;
+  path: string;
+}
+
+/** A durable volume: its data outlives the sandboxes it is mounted in. */
+export interface Volume {
+  id: string;
+  teamId: string;
+  name: string;
+  sizeMib: number;
+  createdAt: Date;
+  /** The live sandbox it is attached to; "" when free. */
+  sandboxId: string;
+  mountPath: string;
+  host: string;
+}
+
+/** @internal */
+export interface WireVolume {
+  id: string;
+  team_id: string;
+  name: string;
+  size_mib: number;
+  created_at: string;
+  sandbox_id: string;
+  mount_path?: string;
+  host: string;
+}
+
+/** @internal */
+export function toVolume(w: WireVolume): Volume {
+  return {
+    id: w.id,
+    teamId: w.team_id,
+    name: w.name,
+    sizeMib: w.size_mib,
+    createdAt: new Date(w.created_at),
+    sandboxId: w.sandbox_id ?? "",
+    mountPath: w.mount_path ?? "",
+    host: w.host,
+  };
 }
 
 /** Filters for listing sandboxes. */
@@ -285,6 +334,7 @@ export interface WireSandbox {
   end_reason?: string;
   network?: WireNetworkPolicy;
   domain?: string;
+  volumes?: VolumeMount[];
   auto_hibernate_seconds?: number;
 }
 
@@ -310,6 +360,7 @@ export interface WireCreateSandboxRequest {
   metadata?: Record<string, string>;
   env?: Record<string, string>;
   network?: WireNetworkPolicy;
+  volumes?: VolumeMount[];
   auto_hibernate_seconds?: number;
 }
 
@@ -413,6 +464,7 @@ export function toSandboxInfo(w: WireSandbox): SandboxInfo {
     endReason: w.end_reason || undefined,
     network: w.network ? toNetworkPolicy(w.network) : undefined,
     domain: w.domain || "localhost",
+    volumes: w.volumes ?? [],
     autoHibernateSeconds: w.auto_hibernate_seconds ?? 0,
   };
 }

@@ -48,6 +48,28 @@ describe("against a real server", { skip }, () => {
   let sandbox: Sandbox;
   let client: PandaStack;
 
+  test("a volume's data outlives its sandbox; one in use is a ConflictError", { timeout: 120_000 }, async () => {
+    const c = new PandaStack();
+    const name = "ts-" + randomBytes(4).toString("hex");
+    const vol = await c.volumes.create({ name, sizeMib: 32 });
+    try {
+      const a = await c.sandboxes.create({ template: "base", ttlSeconds: 300, volumes: [{ volume: name, path: "/data" }] });
+      created.push(a);
+      assert.deepEqual(a.info.volumes, [{ volume: vol.id, path: "/data" }]);
+      await assert.rejects(c.sandboxes.create({ template: "base", ttlSeconds: 60, volumes: [{ volume: vol.id, path: "/x" }] }), isTypedError(ConflictError, 409));
+      await assert.rejects(c.volumes.delete(name), isTypedError(ConflictError, 409));
+      await a.filesystem.write("/data/kept.txt", "kept");
+      await a.kill();
+      const b = await c.sandboxes.create({ template: "base", ttlSeconds: 300, volumes: [{ volume: vol.id, path: "/mnt/v" }] });
+      created.push(b);
+      assert.equal(await b.filesystem.read("/mnt/v/kept.txt"), "kept");
+      await b.kill();
+      assert.equal((await c.volumes.get(name)).sandboxId, "");
+    } finally {
+      await c.volumes.delete(vol.id);
+    }
+  });
+
   test("the product's documented TypeScript example, line for line", { timeout: 120_000 }, async () => {
     const client = new PandaStack({ apiKey: process.env.PANDASTACK_API_KEY });
     const sandbox = await client.sandboxes.create({ template: "code-interpreter", ttlSeconds: 600 });

@@ -24,6 +24,7 @@ import {
   OutputTooLargeError,
   RateLimitError,
   InternalServerError,
+  InsufficientStorageError,
   UnavailableError,
   RequestTimeoutError,
   APIConnectionError,
@@ -468,6 +469,31 @@ describe("requests", () => {
     serve((_req, _b, res) => json(res, 201, wireSandbox));
     await client().sandboxes.create({ template: "base", metadata: {} });
     assert.deepEqual(JSON.parse(seen[0]!.body.toString()), { template: "base" });
+  });
+
+  test("volumes: create, list, delete, 507 typed; mounts sent at create", async () => {
+    const wv = { id: "vol_1", team_id: "team_1", name: "data", size_mib: 64, created_at: "2025-01-02T03:04:05Z", sandbox_id: "", host: "local" };
+    serve((req, _b, res) => {
+      if (req.method === "POST" && req.url === "/v1/volumes") return json(res, 201, wv);
+      if (req.method === "GET" && req.url === "/v1/volumes") return json(res, 200, { volumes: [{ ...wv, sandbox_id: "sb_1", mount_path: "/data" }] });
+      res.writeHead(204);
+      res.end();
+    });
+    const v = await client().volumes.create({ name: "data", sizeMib: 64 });
+    assert.deepEqual(JSON.parse(seen[0]!.body.toString()), { name: "data", size_mib: 64 });
+    assert.equal(v.sizeMib, 64);
+    assert.equal(v.createdAt.toISOString(), "2025-01-02T03:04:05.000Z");
+    const list = await client().volumes.list();
+    assert.equal(list[0]!.sandboxId, "sb_1");
+    assert.equal(list[0]!.mountPath, "/data");
+    await client().volumes.delete("data");
+    assert.equal(seen[2]!.method, "DELETE");
+    assert.equal(seen[2]!.url, "/v1/volumes/data");
+    serve((_req, _b, res) => json(res, 507, { error: { code: "insufficient_storage", message: "does not fit" } }));
+    await assert.rejects(client().volumes.create({ name: "huge", sizeMib: 1 << 20 }), (e: unknown) => e instanceof InsufficientStorageError);
+    serve((_req, _b, res) => json(res, 201, wireSandbox));
+    await client().sandboxes.create({ template: "base", volumes: [{ volume: "data", path: "/data" }] });
+    assert.deepEqual(JSON.parse(seen[0]!.body.toString()), { template: "base", volumes: [{ volume: "data", path: "/data" }] });
   });
 
   test("network: policy in snake_case, getHost from the server's domain", async () => {
