@@ -299,3 +299,24 @@ func cmdline(pid int) string {
 	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 	return string(b)
 }
+
+// dirEntries is the set of names in dir.
+func dirEntries(dir string) map[string]bool {
+	set := map[string]bool{}
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		set[e.Name()] = true
+	}
+	return set
+}
+
+// newEntries lists the names in dir that were not in before.
+func newEntries(dir string, before map[string]bool) []string {
+	var extra []string
+	for name := range dirEntries(dir) {
+		if !before[name] {
+			extra = append(extra, name)
+		}
+	}
+	return extra
+}
