@@ -15,6 +15,9 @@ import (
 // MaxForks bounds one fork request.
 const MaxForks = 10
 
+// forkPrefix names a fork's checkpoint directory in the snapshot dir.
+const forkPrefix = ".fork-"
+
 // Fork makes count copy-on-write children of a running sandbox: each starts
 // from the parent's exact state at the moment of the fork — memory,
 // processes, disk — and from then on is a sandbox of its own. The parent
@@ -24,11 +27,18 @@ func (a *Agent) Fork(ctx context.Context, id string, count int) ([]pandastack.Sa
 		return nil, pandastack.Errorf(pandastack.EInvalid, "count must be between 1 and %d", MaxForks)
 	}
 	t0 := time.Now()
-	dir, err := os.MkdirTemp(a.cfg.SnapshotDir, ".fork-")
+	dir, err := os.MkdirTemp(a.cfg.SnapshotDir, forkPrefix)
 	if err != nil {
 		return nil, saveError(fmt.Errorf("fork %s: %w", id, err), a.cfg.SnapshotDir, id, "could not save the sandbox for the fork")
 	}
-	defer os.RemoveAll(dir)
+	forked := false
+	defer func() {
+		if forked {
+			a.discard(dir) // off the fork's latency
+		} else {
+			a.remove(dir) // a failed fork leaves nothing when it answers
+		}
+	}()
 	saved := filepath.Join(dir, "vm")
 	parent, err := a.checkpoint(ctx, id, saved, "could not save the sandbox for the fork")
 	if err != nil {
@@ -75,6 +85,7 @@ func (a *Agent) Fork(ctx context.Context, id string, count int) ([]pandastack.Sa
 		go a.watch(ks)
 		kids = append(kids, rec)
 	}
+	forked = true
 	a.log.Info("sandbox forked", "sandbox", id, "children", count, "save_ms", ms(tSaved), "ms", ms(time.Since(t0)))
 	return kids, nil
 }

@@ -3,7 +3,6 @@ package hostagent
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -126,7 +125,7 @@ func (a *Agent) wake(ctx context.Context, s *sandbox) error {
 		v.Kill(context.Background())
 		return &pandastack.Error{Code: pandastack.EUnavailable, Message: "the woken sandbox did not answer", Err: err}
 	}
-	_ = os.RemoveAll(a.hibDir(id))
+	a.discard(a.hibDir(id)) // the VM runs on clones of these files
 	s.mu.Lock()
 	s.vm, s.client, s.sleeping = v, client, false
 	s.rec.State = pandastack.StateRunning

@@ -65,6 +65,7 @@ type Agent struct {
 	stop context.CancelFunc
 	done chan struct{}
 	wg   sync.WaitGroup // auto-hibernations under way
+	bg   sync.WaitGroup // background removals (discard.go)
 }
 
 var _ pandastack.Engine = (*Agent)(nil)
@@ -118,6 +119,7 @@ func (a *Agent) Start(ctx context.Context) error {
 			return fmt.Errorf("create %s: %w", d, err)
 		}
 	}
+	a.sweep()
 	if err := a.reconcile(ctx); err != nil {
 		return fmt.Errorf("reconcile: %w", err)
 	}
@@ -524,6 +526,7 @@ func (a *Agent) Close(ctx context.Context, killAll bool) error {
 		}
 	}
 	errs = append(errs, a.cfg.Driver.Close())
+	a.bg.Wait()
 	return errors.Join(errs...)
 }
 
