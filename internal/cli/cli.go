@@ -41,6 +41,7 @@ func init() {
 	commands = []command{
 		group("sandbox", "create, list, run commands in and kill sandboxes", sandboxCommands),
 		group("fs", "read, write and list files in a sandbox", fsCommands),
+		group("snapshot", "list and delete snapshots", snapshotCommands),
 		group("volume", "create, list and delete durable volumes", volumeCommands),
 		group("keys", "create API keys (admin)", keysCommands),
 		group("template", "list and build templates", templateCommands),

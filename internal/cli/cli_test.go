@@ -339,3 +339,41 @@ func TestVolumes(t *testing.T) {
 	run(t, env, env.Key, "", "volume", "delete", "data").want(t, 0)
 	run(t, env, env.Key, "", "volume", "get", id).want(t, 1)
 }
+
+// The stateful commands reach the API with the right request and print
+// what a script needs (ids, the new state).
+func TestStateCommands(t *testing.T) {
+	env := apitest.Start(t)
+	id := createSandbox(t, env)
+	kids := strings.Fields(run(t, env, env.Key, "", "sandbox", "fork", id, "--count", "3").want(t, 0).stdout)
+	if len(kids) != 3 || kids[0] == id {
+		t.Fatalf("sandbox fork --count 3 printed %q", kids)
+	}
+	run(t, env, env.Key, "", "sandbox", "fork", id, "--count", "11").want(t, 1) // over the limit
+	snap := strings.TrimSpace(run(t, env, env.Key, "", "sandbox", "snapshot", id, "--name", "s1").want(t, 0).stdout)
+	if !strings.HasPrefix(snap, "snap_") {
+		t.Fatalf("sandbox snapshot printed %q", snap)
+	}
+	if r := run(t, env, env.Key, "", "sandbox", "snapshot", id, "--name", "s1").want(t, 1); !strings.Contains(r.stderr, "conflict") {
+		t.Fatalf("a taken snapshot name: %q", r.stderr)
+	}
+	if ls := run(t, env, env.Key, "", "snapshot", "ls").want(t, 0); !strings.Contains(ls.stdout, snap) || !strings.Contains(ls.stdout, "s1") {
+		t.Fatalf("snapshot ls:\n%s", ls.stdout)
+	}
+	createSandbox(t, env, "--snapshot", snap)
+	reqs := env.Engine.Created()
+	if last := reqs[len(reqs)-1]; last.Snapshot != snap || last.Template != "" {
+		t.Fatalf("create --snapshot asked for snapshot %q template %q", last.Snapshot, last.Template)
+	}
+	if out := run(t, env, env.Key, "", "sandbox", "hibernate", id).want(t, 0).stdout; strings.TrimSpace(out) != "hibernated" {
+		t.Fatalf("sandbox hibernate printed %q", out)
+	}
+	if out := run(t, env, env.Key, "", "sandbox", "wake", id).want(t, 0).stdout; strings.TrimSpace(out) != "running" {
+		t.Fatalf("sandbox wake printed %q", out)
+	}
+	run(t, env, env.Key, "", "snapshot", "delete", snap).want(t, 0)
+	if ls := run(t, env, env.Key, "", "snapshot", "ls").want(t, 0); strings.Contains(ls.stdout, snap) {
+		t.Fatalf("snapshot ls after delete:\n%s", ls.stdout)
+	}
+	run(t, env, env.Key, "", "sandbox", "fork").want(t, 2) // no id
+}

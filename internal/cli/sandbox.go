@@ -17,6 +17,10 @@ func sandboxCommands() []command {
 		{"get", "show a sandbox as JSON", runSandboxGet},
 		{"exec", "run a command in a sandbox, streaming its output", runSandboxExec},
 		{"kill", "kill a sandbox", runSandboxKill},
+		{"fork", "make copy-on-write children of a running sandbox", runSandboxFork},
+		{"snapshot", "save a running sandbox whole; it runs on", runSandboxSnapshot},
+		{"hibernate", "save a sandbox and free its memory and CPU", runSandboxSleep(false)},
+		{"wake", "bring a hibernated sandbox back", runSandboxSleep(true)},
 		{"ttl", "set how many seconds from now a sandbox lives", runSandboxTTL},
 		{"ps", "list the commands started in a sandbox", runSandboxPs},
 		{"network", "show or set a sandbox's network policy", runSandboxNetwork},
@@ -28,6 +32,7 @@ func sandboxCommands() []command {
 func runSandboxCreate(ctx context.Context, s *streams, args []string) int {
 	p := newParser("sandbox create", "", "Create a sandbox and print its id (or, with --json, the sandbox).").withClient(ctx)
 	template := p.fs.String("template", "base", "template to start from")
+	snapshot := p.fs.String("snapshot", "", "start from this snapshot (`ID`) instead of a template")
 	ttl := p.fs.Int("ttl", 0, "seconds until the sandbox expires (default: the server's, 300)")
 	meta, env := kvFlag{}, kvFlag{}
 	p.fs.Var(meta, "meta", "metadata `KEY=VALUE` (repeatable)")
@@ -48,8 +53,12 @@ func runSandboxCreate(ctx context.Context, s *streams, args []string) int {
 	if err != nil {
 		return p.usageError(s, err.Error())
 	}
+	tpl := *template
+	if *snapshot != "" {
+		tpl = "" // the snapshot says what it was made from
+	}
 	sb, err := p.client.client().CreateSandbox(ctx, sdk.CreateSandboxParams{
-		Template: *template, TTLSeconds: *ttl, Metadata: meta, Env: env, CPUs: *cpus, MemoryMiB: *mem, DiskGiB: *disk,
+		Template: tpl, Snapshot: *snapshot, TTLSeconds: *ttl, Metadata: meta, Env: env, CPUs: *cpus, MemoryMiB: *mem, DiskGiB: *disk,
 		Network: policy, AutoHibernateSeconds: int(idle), Volumes: mounts,
 	})
 	if err != nil {

@@ -57,6 +57,57 @@ func TestCLI(t *testing.T) {
 	if out, _, _ = cli(t, key, "", "template", "ls"); !strings.Contains(out, template) {
 		t.Fatalf("template ls:\n%s", out)
 	}
+	t.Run("fork, snapshot, hibernate, wake", func(t *testing.T) {
+		if _, errOut, code := cli(t, key, "", "sandbox", "exec", id, "--", "sh", "-c", "echo parent > /root/state.txt"); code != 0 {
+			t.Fatalf("exec: %d %s", code, errOut)
+		}
+		out, errOut, code := cli(t, key, "", "sandbox", "fork", id, "--count", "2")
+		kids := strings.Fields(out)
+		if code != 0 || len(kids) != 2 {
+			t.Fatalf("sandbox fork --count 2: %d %q %s", code, out, errOut)
+		}
+		for _, k := range kids {
+			defer cli(t, key, "", "sandbox", "kill", k)
+			if out, _, code := cli(t, key, "", "fs", "read", k, "/root/state.txt"); code != 0 || out != "parent\n" {
+				t.Fatalf("fork %s reads %q (exit %d)", k, out, code)
+			}
+		}
+		out, errOut, code = cli(t, key, "", "sandbox", "snapshot", id, "--name", "cli-snap")
+		snap := strings.TrimSpace(out)
+		if code != 0 || !strings.HasPrefix(snap, "snap_") {
+			t.Fatalf("sandbox snapshot: %d %q %s", code, out, errOut)
+		}
+		if out, _, code := cli(t, key, "", "snapshot", "ls"); code != 0 || !strings.Contains(out, snap) || !strings.Contains(out, "cli-snap") {
+			t.Fatalf("snapshot ls: %d\n%s", code, out)
+		}
+		if _, errOut, code := cli(t, key, "", "sandbox", "snapshot", id, "--name", "cli-snap"); code == 0 || !strings.Contains(errOut, "conflict") {
+			t.Fatalf("a second snapshot named cli-snap: exit %d %q", code, errOut)
+		}
+		out, errOut, code = cli(t, key, "", "sandbox", "create", "--snapshot", snap)
+		restored := strings.TrimSpace(out)
+		if code != 0 || !strings.HasPrefix(restored, "sbx_") {
+			t.Fatalf("sandbox create --snapshot: %d %q %s", code, out, errOut)
+		}
+		defer cli(t, key, "", "sandbox", "kill", restored)
+		if out, _, code := cli(t, key, "", "fs", "read", restored, "/root/state.txt"); code != 0 || out != "parent\n" {
+			t.Fatalf("the snapshot's sandbox reads %q (exit %d)", out, code)
+		}
+		if out, errOut, code := cli(t, key, "", "sandbox", "hibernate", id); code != 0 || strings.TrimSpace(out) != "hibernated" {
+			t.Fatalf("sandbox hibernate: %d %q %s", code, out, errOut)
+		}
+		if out, errOut, code := cli(t, key, "", "sandbox", "wake", id); code != 0 || strings.TrimSpace(out) != "running" {
+			t.Fatalf("sandbox wake: %d %q %s", code, out, errOut)
+		}
+		if out, _, code := cli(t, key, "", "fs", "read", id, "/root/state.txt"); code != 0 || out != "parent\n" {
+			t.Fatalf("after the wake the sandbox reads %q (exit %d)", out, code)
+		}
+		if _, errOut, code := cli(t, key, "", "snapshot", "delete", snap); code != 0 {
+			t.Fatalf("snapshot delete: %d %s", code, errOut)
+		}
+		if out, _, _ := cli(t, key, "", "snapshot", "ls"); strings.Contains(out, snap) {
+			t.Fatalf("snapshot ls after delete still shows %s:\n%s", snap, out)
+		}
+	})
 	if _, _, code = cli(t, key, "", "sandbox", "kill", id); code != 0 {
 		t.Fatalf("kill: %d", code)
 	}

@@ -59,6 +59,7 @@ func (a *Agent) Fork(ctx context.Context, id string, count int) ([]pandastack.Sa
 			cv.Kill(context.Background())
 			return kids, err
 		}
+		tRestored := time.Since(t0)
 		cc, err := a.connect(ctx, cv)
 		if err != nil {
 			cv.Kill(context.Background())
@@ -78,6 +79,7 @@ func (a *Agent) Fork(ctx context.Context, id string, count int) ([]pandastack.Sa
 			cv.Kill(context.Background())
 			return kids, fmt.Errorf("record fork: %w", err)
 		}
+		a.log.Debug("fork child ready", "sandbox", id, "child", rec.ID, "restored_ms", ms(tRestored), "ready_ms", ms(time.Since(t0)))
 		ks := newSandbox(rec, cv, cc)
 		a.mu.Lock()
 		a.sbx[rec.ID] = ks

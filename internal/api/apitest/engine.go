@@ -52,9 +52,17 @@ func (e *Engine) Create(ctx context.Context, req pandastack.CreateRequest) (pand
 	if e.CreateErr != nil {
 		return pandastack.Sandbox{}, e.CreateErr
 	}
-	t, err := e.Store.GetTemplate(ctx, req.Template)
+	name := req.Template
+	if req.Snapshot != "" { // made from a snapshot: its template
+		sn, err := e.Store.GetSnapshot(ctx, req.Snapshot)
+		if err != nil || sn.TeamID != req.TeamID {
+			return pandastack.Sandbox{}, pandastack.Errorf(pandastack.ENotFound, "snapshot %q not found", req.Snapshot)
+		}
+		name = sn.Template
+	}
+	t, err := e.Store.GetTemplate(ctx, name)
 	if err != nil {
-		return pandastack.Sandbox{}, pandastack.Errorf(pandastack.ENotFound, "template %q not found", req.Template)
+		return pandastack.Sandbox{}, pandastack.Errorf(pandastack.ENotFound, "template %q not found", name)
 	}
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	sb := pandastack.Sandbox{

@@ -333,6 +333,7 @@ func (d *Driver) Restore(ctx context.Context, snap vmm.Snapshot) (vmm.VM, error)
 // restore starts a VM from snap; a non-empty id renames it (a wake keeps
 // the sandbox's id).
 func (d *Driver) restore(ctx context.Context, snap vmm.Snapshot, id string) (*vm, error) {
+	t0 := time.Now()
 	st, err := os.Stat(snap.Disk)
 	if err != nil {
 		return nil, fmt.Errorf("restore %s: %w", snap.Key, err)
@@ -363,6 +364,7 @@ func (d *Driver) restore(ctx context.Context, snap vmm.Snapshot, id string) (*vm
 			return fail(err)
 		}
 	}
+	tTaken := time.Since(t0)
 	// The process has not touched its RAM yet: cloning into the mapped
 	// file is safe, and the mapping shows the snapshot from here on.
 	if v.loaded != snap.MemFile+"\x00"+snap.Disk {
@@ -391,11 +393,16 @@ func (d *Driver) restore(ctx context.Context, snap vmm.Snapshot, id string) (*vm
 			return fail(err)
 		}
 	}
+	tCloned := time.Since(t0)
 	if d.cfg.Network != nil {
 		if err := d.cfg.Network.Apply(ctx, v.id); err != nil {
 			return fail(fmt.Errorf("restore %s: %w", snap.Key, err))
 		}
 	}
+	defer func() {
+		d.log.Debug("restore timing", "vm", v.id, "pooled", pooled, "take_ms", ms(tTaken),
+			"clone_ms", ms(tCloned-tTaken), "ms", ms(time.Since(t0)))
+	}()
 	sf, err := os.Open(snap.StateFile)
 	if err != nil {
 		return fail(fmt.Errorf("open state file: %w", err))
@@ -678,3 +685,5 @@ func diskFormat(path string) string {
 	}
 	return "raw"
 }
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
