@@ -25,6 +25,7 @@ func runDoctor(ctx context.Context, s *streams, args []string) int {
 	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
 	fs.SetOutput(s.err)
 	dataDir := fs.String("data-dir", "/var/lib/pandastack", "the server's data directory (the probe uses its kernel cache)")
+	cacheDir := fs.String("cache-dir", "", "the server's build cache, if not DATA/cache")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0
@@ -86,7 +87,7 @@ func runDoctor(ctx context.Context, s *streams, args []string) int {
 		return 1
 	}
 	defer store.Close()
-	b, err := templates.New(templates.Config{DataDir: *dataDir, Store: store, AgentPath: agent})
+	b, err := templates.New(templates.Config{DataDir: *dataDir, CacheDir: *cacheDir, Store: store, AgentPath: agent})
 	if err != nil {
 		fmt.Fprintf(s.err, "error: %v\n", err)
 		return 1
@@ -107,13 +108,26 @@ func runDoctor(ctx context.Context, s *streams, args []string) int {
 	switch {
 	case cowfs.Supported(cow):
 		note("vm storage", cow+": reflink copies (snapshots, forks and hibernation copy no bytes)")
+		// Every VM's RAM and disk files live there and grow as guests write:
+		// a full one kills running sandboxes (see README, "A full disk").
+		if free, err := cowfs.Free(cow); err == nil {
+			check("free space for vm files", free >= minCowFree,
+				fmt.Sprintf("%d MiB free in %s (below %d MiB running sandboxes are at risk)", free>>20, cow, minCowFree>>20))
+		}
 	case os.Getuid() == 0:
 		note("vm storage", "the server will mount an XFS image (reflink) on "+cow)
 	default:
 		check("vm storage", false, cow+" cannot reflink, and mounting an XFS image there needs root")
 	}
+	if failed {
+		return 1
+	}
 	return 0
 }
+
+// minCowFree is the free space on the VM file system under which doctor
+// fails: a few sandboxes' worth of RAM.
+const minCowFree = 2 << 30
 
 func errOr(err error, ok string) string {
 	if err != nil {

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -140,4 +141,35 @@ func TestTemplateRebuildIsCached(t *testing.T) {
 		t.Errorf("template list changed by a cached rebuild:\n%s\n%s", before, after)
 	}
 	t.Logf("cached rebuild took %v", d)
+}
+
+// doctor checks the host and says plainly which accelerator sandboxes run
+// under, after booting a guest under KVM to find out.
+func TestDoctor(t *testing.T) {
+	out, errOut, code := cli(t, "", "", "doctor", "--data-dir", main.dataDir, "--cache-dir", cacheDir)
+	if code != 0 {
+		t.Fatalf("doctor: exit %d\n%s\n%s", code, out, errOut)
+	}
+	var accel string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "accelerator: ") {
+			accel = strings.Fields(l)[1]
+		}
+	}
+	h, err := main.client(main.admin).Health(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.EqualFold(accel, h.Accel) {
+		t.Fatalf("doctor says accelerator %q, the server runs under %q:\n%s", accel, h.Accel, out)
+	}
+	want := []string{"isolation:", "free space for vm files", "qemu-system-x86_64"}
+	if accel == "TCG" {
+		want = append(want, "NOT a security boundary")
+	}
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Errorf("doctor's report lacks %q:\n%s", w, out)
+		}
+	}
 }
