@@ -348,19 +348,8 @@ func badClient(t *testing.T) *sdk.Client { return teamClient(t, "custom-bad") }
 // removed, and the next build resumes from the steps that had finished.
 func TestCustomBuildServerCrash(t *testing.T) {
 	ctx := context.Background()
-	dir, err := os.MkdirTemp("", "ps-buildcrash-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer removeDataDir(dir)
-	s, err := startServer(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { s.stop() }()
-	if err := s.waitTemplate(template, 20*time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	s, dir := newTestServer(t, "ps-buildcrash-")
+	defer func() { s.stop() }() // the last one started on dir
 	_, ctxDir := writeContext(t, "", map[string]string{"ok.txt": "ok"})
 	running := make(chan struct{})
 	var once sync.Once
@@ -391,7 +380,7 @@ func TestCustomBuildServerCrash(t *testing.T) {
 		t.Log("no half-made step was left by the crash (the step had not written its disk yet)")
 	}
 
-	s, err = startServer(dir)
+	s, err := startServer(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

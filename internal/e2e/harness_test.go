@@ -95,6 +95,29 @@ func run(m *testing.M) (int, error) {
 	return code, nil
 }
 
+// newTestServer starts a server of the test's own on a fresh data dir and
+// waits for the suite's template. The data dir is removed (its VM storage
+// unmounted) when the test ends; stopping the server — or the one the test
+// restarts on dir — is the test's.
+func newTestServer(t *testing.T, prefix string, extra ...string) (*serverProc, string) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { removeDataDir(dir) })
+	_ = os.Chmod(dir, 0o711)
+	s, err := startServer(dir, extra...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.waitTemplate(template, 20*time.Minute); err != nil {
+		s.stop()
+		t.Fatal(err)
+	}
+	return s, dir
+}
+
 // removeDataDir removes a server's data dir, unmounting its VM storage.
 func removeDataDir(dir string) {
 	if err := cowfs.Unmount(filepath.Join(dir, "cow")); err != nil {

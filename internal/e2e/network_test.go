@@ -452,20 +452,8 @@ func ownNetObjects(t *testing.T, dataDir string) (nss, links, tables int) {
 }
 
 func TestNetworkCleanup(t *testing.T) {
-	dir, err := os.MkdirTemp("", "ps-e2e-net-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer removeDataDir(dir)
-	_ = os.Chmod(dir, 0o711)
-	srv, err := startServer(dir, "--pool", "1", "--dns-upstream", outside.dns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { srv.stop() }()
-	if err := srv.waitTemplate(template, 10*time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	srv, dir := newTestServer(t, "ps-e2e-net-", "--pool", "1", "--dns-upstream", outside.dns)
+	defer func() { srv.stop() }() // the last one started on dir
 	c := srv.client(srv.admin)
 	ctx := context.Background()
 	// Kill: every sandbox's namespace and link go with it.

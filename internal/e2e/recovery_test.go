@@ -14,19 +14,8 @@ import (
 // to the live ones, ends the expired ones and removes pool leftovers.
 func TestCrashRecovery(t *testing.T) {
 	ctx := context.Background()
-	dir, err := os.MkdirTemp("", "ps-crash-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer removeDataDir(dir)
-	s, err := startServer(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { s.stop() }()
-	if err := s.waitTemplate(template, 20*time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	s, dir := newTestServer(t, "ps-crash-")
+	defer func() { s.stop() }() // the last one started on dir
 	c := s.client(s.admin)
 	keep, err := c.CreateSandbox(ctx, sdk.CreateSandboxParams{Template: template, TTLSeconds: 600})
 	if err != nil {

@@ -317,19 +317,8 @@ func TestVolumes(t *testing.T) {
 // and its volume freed, with what the guest had synced.
 func TestVolumesRestart(t *testing.T) {
 	ctx := context.Background()
-	dir, err := os.MkdirTemp("", "ps-volrestart-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer removeDataDir(dir)
-	s, err := startServer(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { s.stop() }()
-	if err := s.waitTemplate(template, 20*time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	s, dir := newTestServer(t, "ps-volrestart-")
+	defer func() { s.stop() }() // the last one started on dir
 	c := s.client(s.admin)
 	vol, err := c.CreateVolume(ctx, "keep", 32)
 	if err != nil {
