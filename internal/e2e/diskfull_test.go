@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -25,12 +26,28 @@ func fillDisk(t *testing.T, dir string, leave int64) (free func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var size int64 // preallocated so far
 	free = func() {
 		f.Close()
-		os.Remove(path)
+		if os.Remove(path) != nil {
+			return // freed already
+		}
+		// XFS frees a removed file's blocks in the background: wait
+		// until the space is back.
+		deadline := time.Now().Add(time.Minute)
+		for time.Now().Before(deadline) {
+			if d, err := os.Open(dir); err == nil {
+				_ = unix.Syncfs(int(d.Fd()))
+				d.Close()
+			}
+			if now, err := cowfs.Free(dir); err == nil && now >= size/2 {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Errorf("the space of the removed fill file did not come back within a minute")
 	}
 	t.Cleanup(free)
-	var size int64
 	for {
 		left, err := cowfs.Free(dir)
 		if err != nil {
