@@ -93,6 +93,17 @@ func (f *FS) Image() string { return f.image }
 // Free returns the bytes free for new data.
 func (f *FS) Free() (int64, error) { return Free(f.dir) }
 
+// Settle flushes dir's filesystem (syncfs). XFS frees a removed file's
+// blocks in the background; after Settle they count as free again.
+func Settle(dir string) {
+	d, err := os.Open(dir)
+	if err != nil {
+		return
+	}
+	defer d.Close()
+	_ = unix.Syncfs(int(d.Fd()))
+}
+
 // Free returns the bytes free for unprivileged writers on dir's filesystem.
 func Free(dir string) (int64, error) {
 	var st unix.Statfs_t

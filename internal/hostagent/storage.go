@@ -21,11 +21,17 @@ const lowSpace = 16 << 20
 // keeps the old one), so a save onto a nearly full disk would put the
 // running sandbox itself at risk.
 func checkSpace(dir string, rec pandastack.Sandbox) error {
+	need := int64(rec.MemoryMiB) << 20
 	free, err := cowfs.Free(dir)
+	if err == nil && free < need {
+		// Space a deletion just gave back may still be on its way (XFS
+		// frees blocks in the background): settle, and look again.
+		cowfs.Settle(dir)
+		free, err = cowfs.Free(dir)
+	}
 	if err != nil {
 		return fmt.Errorf("check free space: %w", err)
 	}
-	need := int64(rec.MemoryMiB) << 20
 	if free < need {
 		return &pandastack.Error{Code: pandastack.EInsufficientStorage,
 			Message: fmt.Sprintf("not enough disk space on the host to save sandbox %s (%d MiB free, %d MiB needed); nothing was saved and it keeps running", rec.ID, free>>20, need>>20)}

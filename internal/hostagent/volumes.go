@@ -53,6 +53,10 @@ func (a *Agent) CreateVolume(ctx context.Context, teamID, name string, sizeMiB i
 		return pandastack.Volume{}, fmt.Errorf("create volume dir: %w", err)
 	}
 	free, err := a.volumeSpace()
+	if err == nil && int64(sizeMiB)<<20 > free {
+		cowfs.Settle(a.cfg.VolumeDir) // blocks a deletion frees come back in the background
+		free, err = a.volumeSpace()
+	}
 	if err != nil {
 		return pandastack.Volume{}, fmt.Errorf("create volume: %w", err)
 	}
