@@ -150,4 +150,9 @@ func TestCrashRecovery(t *testing.T) {
 	if d := vmDirs(dir); len(d) != 0 {
 		t.Fatalf("vm dirs left: %v", d)
 	}
+	// Nor any namespace, host link or nftables table: every sandbox ended,
+	// including the one re-attached after the crash and then hibernated.
+	if nss, links, tables := ownNetObjects(t, dir); nss+links+tables != 0 {
+		t.Fatalf("network left after a graceful stop with no sandboxes: %d namespaces, %d links, %d tables", nss, links, tables)
+	}
 }

@@ -44,6 +44,9 @@ func (d *Driver) Hibernate(ctx context.Context, v vmm.VM, dir string) error {
 	q.killed = true
 	q.mu.Unlock()
 	d.releaseUID(q.uid)
+	// A VM recovered after a restart is not our child: its exit released
+	// no network (a child's did already; a second release is a no-op).
+	d.releaseNet(q.netID())
 	keep := []struct{ from, to string }{{q.mem, vmm.MemFile}, {q.disk, vmm.DiskFile}}
 	for i := range q.copies { // volume copies go along; durable volumes stay
 		if q.copies[i] {
