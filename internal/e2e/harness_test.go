@@ -92,6 +92,10 @@ func run(m *testing.M) (int, error) {
 	if leaked := qemuProcesses(dataDir); len(leaked) > 0 {
 		return 1, fmt.Errorf("QEMU processes left after the server stopped: %v", leaked)
 	}
+	// Every test ended its sandboxes, so the server left no network behind.
+	if nss, links, tables, err := countNetObjects(dataDir); err != nil || nss+links+tables != 0 {
+		return 1, fmt.Errorf("network left after the server stopped with no sandboxes: %d namespaces, %d host links, %d nftables tables (%v)", nss, links, tables, err)
+	}
 	return code, nil
 }
 

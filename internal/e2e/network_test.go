@@ -427,6 +427,16 @@ func netnsExists(ns string) bool {
 // the server with dataDir.
 func ownNetObjects(t *testing.T, dataDir string) (nss, links, tables int) {
 	t.Helper()
+	nss, links, tables, err := countNetObjects(dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nss, links, tables
+}
+
+// countNetObjects counts the namespaces, host links and nftables tables of
+// the server with dataDir.
+func countNetObjects(dataDir string) (nss, links, tables int, err error) {
 	prefix := network.Prefix(dataDir)
 	ents, _ := os.ReadDir("/run/netns")
 	for _, e := range ents {
@@ -436,7 +446,7 @@ func ownNetObjects(t *testing.T, dataDir string) (nss, links, tables int) {
 	}
 	out, err := exec.Command("ip", "-br", "link").Output()
 	if err != nil {
-		t.Fatal(err)
+		return 0, 0, 0, fmt.Errorf("ip link: %w", err)
 	}
 	for _, l := range strings.Split(string(out), "\n") {
 		if strings.HasPrefix(l, prefix+"h") {
@@ -445,10 +455,10 @@ func ownNetObjects(t *testing.T, dataDir string) (nss, links, tables int) {
 	}
 	out, err = exec.Command("nft", "list", "tables").Output()
 	if err != nil {
-		t.Fatal(err)
+		return 0, 0, 0, fmt.Errorf("nft list tables: %w", err)
 	}
 	tables = strings.Count(string(out), "pandastack_"+prefix)
-	return
+	return nss, links, tables, nil
 }
 
 func TestNetworkCleanup(t *testing.T) {
