@@ -80,8 +80,8 @@ func template(t *testing.T) vmm.Snapshot {
 			return
 		}
 		cowDir = fs.Dir()
-		agentDir, err := os.MkdirTemp("", "ps-agent-")
-		if err != nil {
+		agentDir := filepath.Join(dataDir, "agent") // removed with dataDir
+		if err := os.MkdirAll(agentDir, 0o755); err != nil {
 			setupErr = err
 			return
 		}
