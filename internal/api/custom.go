@@ -31,6 +31,17 @@ func (s *Server) custom() (customBuilder, error) {
 	return cb, nil
 }
 
+// customTemplate is the checked template name of a request's path and the
+// builder that keeps its versions and builds.
+func (s *Server) customTemplate(r *http.Request) (string, customBuilder, error) {
+	name := r.PathValue("name")
+	if err := checkName("template", name); err != nil {
+		return "", nil, err
+	}
+	cb, err := s.custom()
+	return name, cb, err
+}
+
 // intQuery reads an optional whole-number query parameter.
 func intQuery(r *http.Request, key string) (int, error) {
 	v := r.URL.Query().Get(key)
@@ -117,11 +128,7 @@ type buildList struct {
 }
 
 func (s *Server) listVersions(w http.ResponseWriter, r *http.Request) error {
-	name := r.PathValue("name")
-	if err := checkName("template", name); err != nil {
-		return err
-	}
-	cb, err := s.custom()
+	name, cb, err := s.customTemplate(r)
 	if err != nil {
 		return err
 	}
@@ -134,11 +141,7 @@ func (s *Server) listVersions(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) listBuilds(w http.ResponseWriter, r *http.Request) error {
-	name := r.PathValue("name")
-	if err := checkName("template", name); err != nil {
-		return err
-	}
-	cb, err := s.custom()
+	name, cb, err := s.customTemplate(r)
 	if err != nil {
 		return err
 	}
@@ -151,11 +154,7 @@ func (s *Server) listBuilds(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) getBuild(w http.ResponseWriter, r *http.Request) error {
-	name := r.PathValue("name")
-	if err := checkName("template", name); err != nil {
-		return err
-	}
-	cb, err := s.custom()
+	name, cb, err := s.customTemplate(r)
 	if err != nil {
 		return err
 	}
@@ -168,11 +167,7 @@ func (s *Server) getBuild(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) buildLogs(w http.ResponseWriter, r *http.Request) error {
-	name := r.PathValue("name")
-	if err := checkName("template", name); err != nil {
-		return err
-	}
-	cb, err := s.custom()
+	name, cb, err := s.customTemplate(r)
 	if err != nil {
 		return err
 	}
