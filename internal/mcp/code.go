@@ -22,12 +22,9 @@ func toolRunCode(ctx context.Context, s *session, raw json.RawMessage) *toolResu
 	if strings.TrimSpace(a.Code) == "" {
 		return errorResult("invalid arguments: code is required")
 	}
-	timeout := 60.0
-	if a.TimeoutSeconds != nil {
-		if *a.TimeoutSeconds <= 0 {
-			return errorResult("invalid arguments: timeout_seconds must be positive, got %g", *a.TimeoutSeconds)
-		}
-		timeout = *a.TimeoutSeconds
+	timeout, bad := timeoutArg(a.TimeoutSeconds)
+	if bad != nil {
+		return bad
 	}
 	return withSandbox(ctx, s, func(sb *sdk.Sandbox) *toolResult {
 		ex, err := sb.RunCode(ctx, a.Code, sdk.CodeOptions{TimeoutSeconds: timeout})

@@ -286,6 +286,18 @@ func toolCreate(ctx context.Context, s *session, raw json.RawMessage) *toolResul
 	return textResult("%s", strings.Join(notes, "\n"))
 }
 
+// timeoutArg is a tool's timeout_seconds argument: 60 when absent, an
+// error result when not positive.
+func timeoutArg(v *float64) (float64, *toolResult) {
+	if v == nil {
+		return 60, nil
+	}
+	if *v <= 0 {
+		return 0, errorResult("invalid arguments: timeout_seconds must be positive, got %g", *v)
+	}
+	return *v, nil
+}
+
 func toolExec(ctx context.Context, s *session, raw json.RawMessage) *toolResult {
 	var a struct {
 		Command        string            `json:"command"`
@@ -299,12 +311,9 @@ func toolExec(ctx context.Context, s *session, raw json.RawMessage) *toolResult 
 	if strings.TrimSpace(a.Command) == "" {
 		return errorResult("invalid arguments: command is required")
 	}
-	timeout := 60.0
-	if a.TimeoutSeconds != nil {
-		if *a.TimeoutSeconds <= 0 {
-			return errorResult("invalid arguments: timeout_seconds must be positive, got %g", *a.TimeoutSeconds)
-		}
-		timeout = *a.TimeoutSeconds
+	timeout, bad := timeoutArg(a.TimeoutSeconds)
+	if bad != nil {
+		return bad
 	}
 	return withSandbox(ctx, s, func(sb *sdk.Sandbox) *toolResult {
 		stdout, stderr := newCapture(maxStreamBytes), newCapture(maxStreamBytes)

@@ -149,23 +149,14 @@ func qemuPIDs(dir string) int {
 	return n
 }
 
+// ping checks a restored VM's guest agent answers, and hangs up: QEMU
+// serves one client at a time.
 func ping(t *testing.T, v vmm.VM) {
 	t.Helper()
+	cl := agent(t, v)
+	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	// The driver connected the agent socket while preparing the VM; QEMU
-	// serves one client at a time.
-	nc, err := v.(interface {
-		AgentConn(context.Context) (net.Conn, error)
-	}).AgentConn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl, _, err := guestconn.NewConn(nc).Handshake(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	if _, err := cl.Ping(ctx); err != nil {
 		t.Fatal(err)
 	}
