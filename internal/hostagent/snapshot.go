@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/cowfs"
 	"github.com/pandastack/pandastack/internal/vmm"
 )
 
@@ -49,9 +50,17 @@ func (a *Agent) Snapshot(ctx context.Context, id, name string) (pandastack.Snaps
 	if err != nil {
 		return pandastack.Snapshot{}, err
 	}
+	// Durable before it is listed; the sandbox already runs on.
+	if err := cowfs.SyncDir(tmp); err != nil {
+		return pandastack.Snapshot{}, saveError(fmt.Errorf("snapshot %s: %w", id, err), a.cfg.SnapshotDir, id, "could not save the sandbox; it keeps running")
+	}
 	sn.SandboxID, sn.Template, sn.TemplateID = rec.ID, rec.Template, rec.TemplateID
 	sn.SizeBytes = dirSize(tmp)
 	if err := os.Rename(tmp, a.snapDir(sn.ID)); err != nil {
+		return pandastack.Snapshot{}, saveError(fmt.Errorf("snapshot %s: %w", id, err), a.cfg.SnapshotDir, id, "could not save the sandbox; it keeps running")
+	}
+	if err := cowfs.Fsync(a.cfg.SnapshotDir); err != nil {
+		os.RemoveAll(a.snapDir(sn.ID))
 		return pandastack.Snapshot{}, saveError(fmt.Errorf("snapshot %s: %w", id, err), a.cfg.SnapshotDir, id, "could not save the sandbox; it keeps running")
 	}
 	if err := a.cfg.Store.CreateSnapshot(ctx, sn); err != nil {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/cowfs"
 	"github.com/pandastack/pandastack/internal/guestconn"
 	"github.com/pandastack/pandastack/internal/guestimage"
 	"github.com/pandastack/pandastack/internal/vmm"
@@ -356,6 +357,9 @@ func (b *Builder) bake(ctx context.Context, def Def, m vmm.Machine, img, dir, id
 		return rec, err
 	}
 	_ = os.RemoveAll(dir)
+	if err := cowfs.SyncDir(tmp); err != nil {
+		return rec, fmt.Errorf("install template: %w", err)
+	}
 	if err := os.Rename(tmp, dir); err != nil {
 		return rec, fmt.Errorf("install template: %w", err)
 	}

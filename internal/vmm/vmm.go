@@ -154,7 +154,8 @@ type VM interface {
 	// AgentSocket is the unix socket of the guest agent's virtio-serial port.
 	AgentSocket() string
 	// SaveState pauses the VM and writes its device state to path. RAM is not
-	// copied: it stays in the shared memory file. The VM stays paused.
+	// copied: it stays in the shared memory file. The VM stays paused. The
+	// file is not fsynced: a caller that keeps it makes it durable.
 	SaveState(ctx context.Context, path string) error
 	// Release closes this process's connections to the VM without stopping
 	// it; another process re-attaches with Driver.Recover.
