@@ -267,6 +267,66 @@ func TestPoolIsKilledOnClose(t *testing.T) {
 	}
 }
 
+// TestPoolRefills checks the pool comes back to its size after restores
+// take from it (a take that leaves one ready refills after a pause, one that
+// empties it at once), and that a refill still pending when the driver
+// closes starts nothing.
+func TestPoolRefills(t *testing.T) {
+	s := template(t)
+	dir := vmDir(t)
+	d := newDriver(t, dir)
+	d.Prewarm(s, 2)
+	waitReady := func(ready, procs int) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for d.PoolReady(s.Key) != ready || qemuPIDs(dir) != procs {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d ready in the pool and %d qemu processes, want %d and %d", d.PoolReady(s.Key), qemuPIDs(dir), ready, procs)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitReady(2, 2)
+	var vms []vmm.VM
+	restore := func() {
+		t.Helper()
+		v, err := d.Restore(context.Background(), s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vms = append(vms, v)
+	}
+	restore() // leaves one ready: refills after a pause
+	if n := d.PoolReady(s.Key); n != 1 {
+		t.Fatalf("%d ready right after a take from a pool of 2, want 1", n)
+	}
+	waitReady(2, 3)
+	ping(t, vms[0])
+	restore() // two in a row empty it: refills at once
+	restore()
+	waitReady(2, 5)
+	for _, v := range vms {
+		ping(t, v)
+	}
+	// A refill is pending when the driver closes.
+	restore()
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range vms {
+		if err := v.Kill(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(time.Second) // longer than the refill pause
+	if n := qemuPIDs(dir); n != 0 {
+		t.Fatalf("%d qemu processes left after Close and the kills", n)
+	}
+	if ids, _ := d.List(); len(ids) != 0 {
+		t.Fatalf("vm dirs left: %v", ids)
+	}
+}
+
 func TestSnapshotFilesAreSealed(t *testing.T) {
 	s := template(t)
 	for _, f := range []string{s.StateFile, s.Disk, s.MemFile} {
