@@ -401,10 +401,15 @@ func parseWrk(out string) (float64, error) {
 	return 0, fmt.Errorf("no Requests/sec in wrk's output:\n%s", out)
 }
 
-// dirtyScript holds 200 MiB of fresh random bytes in memory, then says so.
+// dirtyScript writes 200 MiB of fresh random bytes into memory and holds
+// them, then says so. It writes a zeroed buffer a MiB at a time, so that 200
+// MiB are dirtied, not more: bytearray(os.urandom(n)) would dirty 2n (the
+// bytes object and its copy), as session 3's measurements did.
 const dirtyScript = `python3 -c "
 import os, time
-b = bytearray(os.urandom(200 << 20))
+b = bytearray(200 << 20)
+for i in range(0, len(b), 1 << 20):
+    b[i:i + (1 << 20)] = os.urandom(1 << 20)
 open('/tmp/dirty.ready', 'w').close()
 time.sleep(3600)
 "`
