@@ -275,6 +275,13 @@ func TestPoolRefills(t *testing.T) {
 	s := template(t)
 	dir := vmDir(t)
 	d := newDriver(t, dir)
+	var vms []vmm.VM
+	t.Cleanup(func() { // when the test fails half-way
+		d.Close()
+		for _, v := range vms {
+			v.Kill(context.Background())
+		}
+	})
 	d.Prewarm(s, 2)
 	waitReady := func(ready, procs int) {
 		t.Helper()
@@ -287,7 +294,6 @@ func TestPoolRefills(t *testing.T) {
 		}
 	}
 	waitReady(2, 2)
-	var vms []vmm.VM
 	restore := func() {
 		t.Helper()
 		v, err := d.Restore(context.Background(), s)
