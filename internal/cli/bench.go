@@ -104,8 +104,8 @@ func runBench(ctx context.Context, s *streams, args []string) int {
 		{"HTTP GETs through the port proxy (wrk)", fmt.Sprintf("%.0f requests/s", res.ProxyRPS)},
 		{"hibernate (p50 of 5)", fmt.Sprintf("%.0f ms", res.Hibernate)},
 		{"wake until the agent answers (p50 of 5)", fmt.Sprintf("%.0f ms", res.WakeP50)},
-		{"fork until the child answers (p50 of 5)", fmt.Sprintf("%.0f ms", res.ForkP50)},
-		{"fork with 200 MiB just written (p50 of 3)", fmt.Sprintf("%.0f ms", res.ForkDirty200P50)},
+		{"fork until the child answers (p50 of 10)", fmt.Sprintf("%.0f ms", res.ForkP50)},
+		{"fork with 200 MiB just written (p50 of 5)", fmt.Sprintf("%.0f ms", res.ForkDirty200P50)},
 		{"20 parallel creates, all ready", fmt.Sprintf("%.0f ms", res.Parallel20)},
 		{"cold boot of the same template", fmt.Sprintf("%.0f ms", res.ColdBoot)},
 		{"create p50 / cold boot", fmt.Sprintf("%.3f", res.CreateColdRatio)},
@@ -237,7 +237,7 @@ func bench(ctx context.Context, c *sdk.Client, key, tpl string, n, colds int, cr
 
 	progress("measuring fork (until the child's agent answers)...")
 	var forks []float64
-	for i := 0; i < 5; i++ {
+	for i := 0; i < 10; i++ {
 		t0 := time.Now()
 		kid, err := sb.Fork(ctx)
 		if err != nil {
@@ -248,7 +248,7 @@ func bench(ctx context.Context, c *sdk.Client, key, tpl string, n, colds int, cr
 	}
 	res.ForkP50 = pct(forks, 50)
 	progress("measuring fork with 200 MiB of freshly written memory...")
-	if res.ForkDirty200P50, err = benchForkDirty(ctx, sb, 3); err != nil {
+	if res.ForkDirty200P50, err = benchForkDirty(ctx, sb, 5); err != nil {
 		return nil, fmt.Errorf("fork with dirty memory: %w", err)
 	}
 	_ = sb.Kill(ctx)
