@@ -134,6 +134,7 @@ func newDriver(t *testing.T, dir string) *qemu.Driver {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { d.Close() }) // a test that fails half-way leaves no pool
 	return d
 }
 
@@ -277,7 +278,6 @@ func TestPoolRefills(t *testing.T) {
 	d := newDriver(t, dir)
 	var vms []vmm.VM
 	t.Cleanup(func() { // when the test fails half-way
-		d.Close()
 		for _, v := range vms {
 			v.Kill(context.Background())
 		}
