@@ -138,6 +138,19 @@ func newDriver(t *testing.T, dir string) *qemu.Driver {
 	return d
 }
 
+// waitPool waits until the pool for snapshot key has n processes prepared
+// (QEMU started, files mapped, QMP and the agent socket connected).
+func waitPool(t *testing.T, d *qemu.Driver, key string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for d.PoolReady(key) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("pool did not fill: %d of %d ready", d.PoolReady(key), n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func qemuPIDs(dir string) int {
 	n := 0
 	ents, _ := os.ReadDir("/proc")
@@ -249,14 +262,7 @@ func TestPoolIsKilledOnClose(t *testing.T) {
 	dir := vmDir(t)
 	d := newDriver(t, dir)
 	d.Prewarm(s, 2)
-	deadline := time.Now().Add(30 * time.Second)
-	for qemuPIDs(dir) < 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("pool did not fill")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	time.Sleep(500 * time.Millisecond)
+	waitPool(t, d, s.Key, 2)
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -436,14 +442,7 @@ func TestVolumeCopyInPooledProcess(t *testing.T) {
 	d := newDriver(t, dir)
 	defer d.Close()
 	d.Prewarm(s, 1)
-	deadline := time.Now().Add(30 * time.Second)
-	for qemuPIDs(dir) < 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("pool did not fill")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	time.Sleep(3 * time.Second) // the process is prepared (QMP, agent socket)
+	waitPool(t, d, s.Key, 1)
 	pooled := map[int]bool{}
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
