@@ -44,24 +44,28 @@ func (a *Agent) Snapshot(ctx context.Context, id, name string) (pandastack.Snaps
 			}
 		}
 	}
+	const failMsg = "could not save the sandbox; it keeps running"
+	fail := func(err error) (pandastack.Snapshot, error) {
+		return pandastack.Snapshot{}, saveError(fmt.Errorf("snapshot %s: %w", id, err), a.cfg.SnapshotDir, id, failMsg)
+	}
 	tmp := a.snapDir(sn.ID) + ".tmp"
 	defer os.RemoveAll(tmp)
-	rec, err := a.checkpoint(ctx, id, tmp, "could not save the sandbox; it keeps running")
+	rec, err := a.checkpoint(ctx, id, tmp, failMsg)
 	if err != nil {
 		return pandastack.Snapshot{}, err
 	}
 	// Durable before it is listed; the sandbox already runs on.
 	if err := cowfs.SyncDir(tmp); err != nil {
-		return pandastack.Snapshot{}, saveError(fmt.Errorf("snapshot %s: %w", id, err), a.cfg.SnapshotDir, id, "could not save the sandbox; it keeps running")
+		return fail(err)
 	}
 	sn.SandboxID, sn.Template, sn.TemplateID = rec.ID, rec.Template, rec.TemplateID
 	sn.SizeBytes = dirSize(tmp)
 	if err := os.Rename(tmp, a.snapDir(sn.ID)); err != nil {
-		return pandastack.Snapshot{}, saveError(fmt.Errorf("snapshot %s: %w", id, err), a.cfg.SnapshotDir, id, "could not save the sandbox; it keeps running")
+		return fail(err)
 	}
 	if err := cowfs.Fsync(a.cfg.SnapshotDir); err != nil {
 		os.RemoveAll(a.snapDir(sn.ID))
-		return pandastack.Snapshot{}, saveError(fmt.Errorf("snapshot %s: %w", id, err), a.cfg.SnapshotDir, id, "could not save the sandbox; it keeps running")
+		return fail(err)
 	}
 	if err := a.cfg.Store.CreateSnapshot(ctx, sn); err != nil {
 		os.RemoveAll(a.snapDir(sn.ID))
