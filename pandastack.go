@@ -234,6 +234,22 @@ type Store interface {
 	CreateAPIKey(ctx context.Context, k APIKey) error
 	APIKeyByHash(ctx context.Context, hash string) (APIKey, error)
 	CountAPIKeys(ctx context.Context) (int, error)
+	// GetAPIKey returns the key with that id, revoked or not (ENotFound if
+	// none).
+	GetAPIKey(ctx context.Context, id string) (APIKey, error)
+	// ListAPIKeys lists a team's keys, revoked ones included, oldest first;
+	// with teamID "" every team's (for admins).
+	ListAPIKeys(ctx context.Context, teamID string) ([]APIKey, error)
+	// RevokeAPIKey marks a key revoked at the given time and returns it; a
+	// key revoked before keeps its first time. ENotFound if there is none.
+	// A revoked key is never returned by APIKeyByHash again.
+	RevokeAPIKey(ctx context.Context, id string, at time.Time) (APIKey, error)
+
+	// GetTeamQuotas returns a team's quota overrides (ENotFound when none
+	// were ever stored). PutTeamQuotas stores them, replacing what was
+	// there (ENotFound when the team does not exist).
+	GetTeamQuotas(ctx context.Context, teamID string) (TeamQuotas, error)
+	PutTeamQuotas(ctx context.Context, q TeamQuotas) error
 
 	PutSandbox(ctx context.Context, s Sandbox) error
 	GetSandbox(ctx context.Context, id string) (Sandbox, error)

@@ -15,13 +15,14 @@ import (
 // everything in maps behind one mutex and returns copies.
 type Store struct {
 	mu        sync.Mutex
-	teams     map[string]pandastack.Team     // by id
-	keys      map[string]pandastack.APIKey   // by hash
-	sandboxes map[string]pandastack.Sandbox  // by id
-	templates map[string]pandastack.Template // by name
-	order     map[string]int                 // sandbox id -> insertion order
-	snaps     map[string]pandastack.Snapshot // by id
-	vols      map[string]pandastack.Volume   // by id
+	teams     map[string]pandastack.Team       // by id
+	keys      map[string]pandastack.APIKey     // by hash
+	sandboxes map[string]pandastack.Sandbox    // by id
+	templates map[string]pandastack.Template   // by name
+	order     map[string]int                   // sandbox id -> insertion order
+	snaps     map[string]pandastack.Snapshot   // by id
+	vols      map[string]pandastack.Volume     // by id
+	quotas    map[string]pandastack.TeamQuotas // by team id
 }
 
 var _ pandastack.Store = (*Store)(nil)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/pandastack/pandastack"
 )
@@ -82,4 +83,67 @@ func scanAPIKey(row rowScanner) (pandastack.APIKey, error) {
 	}
 	k.RevokedAt, err = decodeOptTime("api key revoked_at", revoked)
 	return k, err
+}
+
+const apiKeyColumns = `id, team_id, name, prefix, hash, admin, created_at, revoked_at`
+
+// GetAPIKey returns the key with the given id, revoked or not.
+func (s *Store) GetAPIKey(ctx context.Context, id string) (pandastack.APIKey, error) {
+	k, err := scanAPIKey(s.r.QueryRowContext(ctx, `SELECT `+apiKeyColumns+` FROM api_keys WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return pandastack.APIKey{}, notFound("api key %s not found", id)
+	}
+	if err != nil {
+		return pandastack.APIKey{}, fmt.Errorf("get api key %s: %w", id, err)
+	}
+	return k, nil
+}
+
+// ListAPIKeys lists a team's keys (every team's for ""), oldest first,
+// revoked ones included.
+func (s *Store) ListAPIKeys(ctx context.Context, teamID string) ([]pandastack.APIKey, error) {
+	q := `SELECT ` + apiKeyColumns + ` FROM api_keys`
+	var args []any
+	if teamID != "" {
+		q += ` WHERE team_id = ?`
+		args = append(args, teamID)
+	}
+	rows, err := s.r.QueryContext(ctx, q+` ORDER BY created_at, id`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list api keys: %w", err)
+	}
+	defer rows.Close()
+	var out []pandastack.APIKey
+	for rows.Next() {
+		k, err := scanAPIKey(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list api keys: %w", err)
+		}
+		out = append(out, k)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list api keys: %w", err)
+	}
+	return out, nil
+}
+
+// RevokeAPIKey sets a key's revoked_at unless it is set already.
+func (s *Store) RevokeAPIKey(ctx context.Context, id string, at time.Time) (pandastack.APIKey, error) {
+	when, err := encodeTime("api key revoked_at", at)
+	if err != nil {
+		return pandastack.APIKey{}, err
+	}
+	if _, err := s.w.ExecContext(ctx,
+		`UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`, when, id); err != nil {
+		return pandastack.APIKey{}, fmt.Errorf("revoke api key %s: %w", id, err)
+	}
+	// Read through the writer: the read pool may not see the update yet.
+	k, err := scanAPIKey(s.w.QueryRowContext(ctx, `SELECT `+apiKeyColumns+` FROM api_keys WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return pandastack.APIKey{}, notFound("api key %s not found", id)
+	}
+	if err != nil {
+		return pandastack.APIKey{}, fmt.Errorf("revoke api key %s: %w", id, err)
+	}
+	return k, nil
 }

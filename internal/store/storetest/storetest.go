@@ -40,6 +40,8 @@ func Run(t *testing.T, open OpenFunc) {
 	h := &harness{open: open}
 	t.Run("Teams", h.teams)
 	t.Run("APIKeys", h.apiKeys)
+	t.Run("APIKeyAdmin", h.apiKeyAdmin)
+	t.Run("Quotas", h.quotas)
 	t.Run("Sandboxes", h.sandboxes)
 	t.Run("ListSandboxes", h.listSandboxes)
 	t.Run("Templates", h.templates)
