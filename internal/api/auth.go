@@ -21,13 +21,14 @@ func setPrincipal(r *http.Request, p *principal) {
 }
 
 // caller returns the authenticated principal of a request. Routes that are
-// not public always have one.
+// not public always have one; reaching here without one is a bug, and it
+// fails closed: a principal of no team would read as every team in the
+// store's listings, so it panics (the middleware answers 500).
 func caller(r *http.Request) *principal {
 	if st := stateOf(r); st != nil && st.principal != nil {
 		return st.principal
 	}
-	// Unreachable for team/admin routes; a principal of no team sees nothing.
-	return &principal{}
+	panic("api: caller() on a request with no authenticated principal")
 }
 
 // bearer extracts the API key from "Authorization: Bearer KEY" or

@@ -9,6 +9,7 @@ import (
 
 	"github.com/pandastack/pandastack"
 	"github.com/pandastack/pandastack/internal/auth"
+	"github.com/pandastack/pandastack/internal/quotas"
 )
 
 // AdminTeam is the team Bootstrap creates for the first admin key.
@@ -67,13 +68,18 @@ func CreateKey(ctx context.Context, store pandastack.Store, teamName, keyName st
 	if err != nil {
 		return "", pandastack.APIKey{}, err
 	}
+	return newKey(ctx, store, t.ID, keyName, admin)
+}
+
+// newKey makes and stores a key of the team with that id.
+func newKey(ctx context.Context, store pandastack.Store, teamID, keyName string, admin bool) (string, pandastack.APIKey, error) {
 	secret, prefix, hash, err := auth.NewKey()
 	if err != nil {
 		return "", pandastack.APIKey{}, err
 	}
 	key := pandastack.APIKey{
 		ID:        newID("key_"),
-		TeamID:    t.ID,
+		TeamID:    teamID,
 		Name:      keyName,
 		Prefix:    prefix,
 		Hash:      hash,
@@ -109,7 +115,9 @@ func ensureTeam(ctx context.Context, store pandastack.Store, name string) (panda
 
 // Bootstrap makes the first admin key when the store has no keys at all: it
 // creates team "admin" and an admin key in it and returns the secret with
-// created true. With keys already present it does nothing.
+// created true. With keys already present it does nothing. The admin team is
+// the operator's own: it is given no quota limits (an explicit override an
+// admin can change with PUT /v1/teams/admin/quotas).
 func Bootstrap(ctx context.Context, store pandastack.Store) (adminKey string, created bool, err error) {
 	n, err := store.CountAPIKeys(ctx)
 	if err != nil {
@@ -118,9 +126,13 @@ func Bootstrap(ctx context.Context, store pandastack.Store) (adminKey string, cr
 	if n > 0 {
 		return "", false, nil
 	}
-	secret, _, err := CreateKey(ctx, store, AdminTeam, "bootstrap", true)
+	secret, key, err := CreateKey(ctx, store, AdminTeam, "bootstrap", true)
 	if err != nil {
 		return "", false, wrap(err, "bootstrap admin key")
+	}
+	if err := store.PutTeamQuotas(ctx, pandastack.TeamQuotas{TeamID: key.TeamID,
+		Overrides: quotas.Unlimited(), UpdatedAt: time.Now().UTC()}); err != nil {
+		return "", false, wrap(err, "lift the admin team's quotas")
 	}
 	return secret, true, nil
 }

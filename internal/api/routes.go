@@ -81,6 +81,12 @@ var routeTable = []route{
 	{"POST", "/v1/sandboxes/{id}/files/rename", team, (*Server).rename},
 
 	{"POST", "/v1/keys", admin, (*Server).createKey},
+	{"GET", "/v1/keys", team, (*Server).listKeys},
+	{"DELETE", "/v1/keys/{id}", team, (*Server).revokeKey},
+	{"POST", "/v1/keys/{id}/rotate", team, (*Server).rotateKey},
+	{"GET", "/v1/quotas", team, (*Server).getOwnQuotas},
+	{"GET", "/v1/teams/{team}/quotas", admin, (*Server).getTeamQuotas},
+	{"PUT", "/v1/teams/{team}/quotas", admin, (*Server).setTeamQuotas},
 	{"GET", "/v1/templates", team, (*Server).listTemplates},
 	{"POST", "/v1/templates/{name}/build", admin, (*Server).buildTemplate},
 	{"POST", "/v1/templates/{name}/coldboot", admin, (*Server).coldBoot},
@@ -146,6 +152,10 @@ func (s *Server) endpoint(rt route) http.Handler {
 				return
 			}
 			setPrincipal(r, p)
+			if err := s.rateLimit(w, r, p); err != nil {
+				s.writeError(w, r, err)
+				return
+			}
 		}
 		if err := rt.handle(s, w, r); err != nil {
 			s.writeError(w, r, err)

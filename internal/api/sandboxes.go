@@ -110,7 +110,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	p := caller(r)
-	release, err := s.reserve(r, p.team.ID)
+	release, err := s.quotas.Reserve(r.Context(), p.team.ID, s.createUsage(r.Context(), req))
 	if err != nil {
 		return err
 	}
@@ -137,33 +137,6 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 		"sandbox", sb.ID, "team", p.team.Name, "template", sb.Template)
 	writeJSON(w, http.StatusCreated, s.present(r, sb))
 	return nil
-}
-
-// reserve counts a sandbox creation against the team's quota until release
-// is called, refusing it when the team is at its limit.
-func (s *Server) reserve(r *http.Request, teamID string) (release func(), err error) {
-	limit := s.cfg.MaxLiveSandboxesPerTeam
-	if limit <= 0 {
-		return func() {}, nil
-	}
-	live, err := s.cfg.Store.CountLiveSandboxes(r.Context(), teamID)
-	if err != nil {
-		return nil, wrap(err, "count live sandboxes")
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if live+s.pending[teamID] >= limit {
-		return nil, pandastack.Errorf(pandastack.EQuota,
-			"team has %d live sandboxes (limit %d); kill one before creating another", live+s.pending[teamID], limit)
-	}
-	s.pending[teamID]++
-	return func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if s.pending[teamID]--; s.pending[teamID] <= 0 {
-			delete(s.pending, teamID)
-		}
-	}, nil
 }
 
 func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) error {

@@ -103,7 +103,7 @@ func TestQuota(t *testing.T) {
 	a := newSandbox(t, env, env.Key, nil)
 	newSandbox(t, env, env.Key, nil)
 	r := call(t, env, req{method: "POST", path: "/v1/sandboxes", key: env.Key, body: map[string]any{"template": "base"}})
-	wantError(t, r, http.StatusTooManyRequests, "quota_exceeded", "limit 2")
+	wantError(t, r, http.StatusTooManyRequests, "quota_exceeded", "max_sandboxes is 2; team has 2 live sandboxes and this needs 1 more")
 
 	// Another team has its own quota.
 	newSandbox(t, env, env.OtherKey, nil)

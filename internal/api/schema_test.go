@@ -154,6 +154,26 @@ func (s *spec) validate(schema map[string]any, v any, at string) []string {
 	schema = s.resolve(schema)
 	var errs []string
 	bad := func(format string, args ...any) { errs = append(errs, at+": "+fmt.Sprintf(format, args...)) }
+	// oneOf (alone): the value must match exactly one alternative.
+	if alts, ok := schema["oneOf"].([]any); ok && len(schema) == 1 {
+		matched := 0
+		var all []string
+		for _, a := range alts {
+			e := s.validate(a.(map[string]any), v, at)
+			if len(e) == 0 {
+				matched++
+			}
+			all = append(all, e...)
+		}
+		switch matched {
+		case 1:
+			return nil
+		case 0:
+			return append([]string{at + ": matches no alternative of oneOf"}, all...)
+		default:
+			return []string{at + fmt.Sprintf(": matches %d alternatives of oneOf, want exactly one", matched)}
+		}
+	}
 	for k := range schema {
 		switch k {
 		case "type", "nullable", "required", "properties", "additionalProperties", "items",

@@ -14,10 +14,10 @@ package api
 import (
 	"log/slog"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/quotas"
 )
 
 // Defaults applied by New to zero Config fields.
@@ -37,7 +37,12 @@ type Config struct {
 	Builder pandastack.TemplateBuilder // nil: template builds answer 503
 	Logger  *slog.Logger               // nil: discard
 
-	// MaxLiveSandboxesPerTeam caps a team's live sandboxes; 0 means no cap.
+	// Quotas holds each team's limits and reserves what requests take (nil:
+	// a service with no limits but MaxLiveSandboxesPerTeam). Its limits'
+	// requests_per_second also rate-limit each API key.
+	Quotas *quotas.Service
+	// MaxLiveSandboxesPerTeam caps a team's live sandboxes when Quotas is
+	// nil; 0 means no cap. (With Quotas, max_sandboxes does this.)
 	MaxLiveSandboxesPerTeam int
 	// MaxTTL bounds ttl_seconds (default 24h).
 	MaxTTL time.Duration
@@ -62,10 +67,8 @@ type Server struct {
 	log     *slog.Logger
 	handler http.Handler
 
-	// pending counts sandbox creations in flight per team, so that
-	// concurrent creates cannot together overshoot MaxLiveSandboxesPerTeam.
-	mu      sync.Mutex
-	pending map[string]int
+	quotas  *quotas.Service
+	limiter *quotas.RateLimiter
 }
 
 // New returns a Server for cfg, filling in defaults.
@@ -85,7 +88,10 @@ func New(cfg Config) *Server {
 	if cfg.MaxBufferedOutput <= 0 {
 		cfg.MaxBufferedOutput = DefaultMaxBufferedOutput
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, pending: map[string]int{}}
+	if cfg.Quotas == nil {
+		cfg.Quotas = quotas.New(quotas.Config{Store: cfg.Store, Defaults: quotas.Limits{MaxSandboxes: cfg.MaxLiveSandboxesPerTeam}})
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, quotas: cfg.Quotas, limiter: quotas.NewRateLimiter()}
 	s.handler = s.buildHandler()
 	return s
 }

@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/quotas"
 )
 
 type snapshotRequest struct {
@@ -31,6 +32,11 @@ func (s *Server) snapshot(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	release, err := s.quotas.Reserve(r.Context(), sb.TeamID, quotas.Usage{Snapshots: 1})
+	if err != nil {
+		return err
+	}
+	defer release()
 	sn, err := s.cfg.Engine.Snapshot(r.Context(), sb.ID, req.Name)
 	if err != nil {
 		return wrap(err, "snapshot sandbox")

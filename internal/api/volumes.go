@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/quotas"
 )
 
 type createVolumeRequest struct {
@@ -27,7 +28,13 @@ func (s *Server) createVolume(w http.ResponseWriter, r *http.Request) error {
 	if req.SizeMiB < pandastack.MinVolumeMiB || req.SizeMiB > pandastack.MaxVolumeMiB {
 		return invalid("size_mib must be between %d and %d, got %d", pandastack.MinVolumeMiB, pandastack.MaxVolumeMiB, req.SizeMiB)
 	}
-	v, err := s.cfg.Engine.CreateVolume(r.Context(), caller(r).team.ID, req.Name, req.SizeMiB)
+	team := caller(r).team.ID
+	release, err := s.quotas.Reserve(r.Context(), team, quotas.Usage{Volumes: 1})
+	if err != nil {
+		return err
+	}
+	defer release()
+	v, err := s.cfg.Engine.CreateVolume(r.Context(), team, req.Name, req.SizeMiB)
 	if err != nil {
 		return wrap(err, "create volume")
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/pandastack/pandastack/internal/cowfs"
 	"github.com/pandastack/pandastack/internal/hostagent"
 	"github.com/pandastack/pandastack/internal/network"
+	"github.com/pandastack/pandastack/internal/quotas"
 	"github.com/pandastack/pandastack/internal/store/sqlite"
 	"github.com/pandastack/pandastack/internal/templates"
 	"github.com/pandastack/pandastack/internal/vmm/qemu"
@@ -55,7 +56,9 @@ type Config struct {
 	// DNSUpstreams are the resolvers sandboxes' DNS goes to (default: the
 	// host's).
 	DNSUpstreams []string
-	// MaxLivePerTeam caps each team's live sandboxes (0: no cap).
+	// MaxLivePerTeam is the default max_sandboxes of a team (0: no cap);
+	// the other default quotas are quotas.Defaults. Admins change any of
+	// them per team (PUT /v1/teams/{team}/quotas).
 	MaxLivePerTeam int
 	Logger         *slog.Logger
 	// Ready, if set, is called with the listening address once serving.
@@ -73,7 +76,10 @@ type Server struct {
 	// proxySecret signs port URLs (DATA/proxy-secret).
 	proxySecret []byte
 	probe       qemu.ProbeResult
-	cow         *cowfs.FS
+	// quotas holds every team's limits; the API and (later) the sandbox
+	// service reserve through it.
+	quotas *quotas.Service
+	cow    *cowfs.FS
 
 	mu     sync.Mutex
 	builds map[string]string // template → "building", "ready" or an error
@@ -135,6 +141,9 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		}
 	}
 	s := &Server{cfg: cfg, log: log, store: store, builds: map[string]string{}}
+	defaults := quotas.Defaults
+	defaults.MaxSandboxes = cfg.MaxLivePerTeam
+	s.quotas = quotas.New(quotas.Config{Store: store, Defaults: defaults})
 	ok := false
 	defer func() {
 		if !ok {
@@ -150,7 +159,8 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		if err := os.WriteFile(kp, []byte(key+"\n"), 0o600); err != nil {
 			return nil, fmt.Errorf("write admin key: %w", err)
 		}
-		fmt.Fprintf(os.Stderr, "\nAdmin API key (also in %s):\n\n    %s\n\n", kp, key)
+		// The key itself never goes to the log (journald, CI output).
+		log.Info("admin API key created; it is in the file (mode 0600), not in this log", "file", kp)
 	}
 	// Every VM file (templates, running VMs, snapshots, hibernated
 	// sandboxes) lives on one copy-on-write filesystem: they are copied
@@ -274,7 +284,7 @@ func (s *Server) setBuild(name, st string) {
 // Handler is the HTTP API.
 func (s *Server) Handler() http.Handler {
 	return api.New(api.Config{Store: s.store, Engine: s.agent, Builder: s.builder, Logger: s.log,
-		MaxLiveSandboxesPerTeam: s.cfg.MaxLivePerTeam, SandboxDomain: s.cfg.SandboxDomain, Network: s.apiNetwork(),
+		Quotas: s.quotas, SandboxDomain: s.cfg.SandboxDomain, Network: s.apiNetwork(),
 		ProxySecret: s.proxySecret}).Handler()
 }
 
