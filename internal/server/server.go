@@ -76,10 +76,11 @@ type Server struct {
 	// proxySecret signs port URLs (DATA/proxy-secret).
 	proxySecret []byte
 	probe       qemu.ProbeResult
+	cow         *cowfs.FS
+
 	// quotas holds every team's limits; the API and (later) the sandbox
 	// service reserve through it.
 	quotas *quotas.Service
-	cow    *cowfs.FS
 
 	mu     sync.Mutex
 	builds map[string]string // template → "building", "ready" or an error
