@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // APIError is an error answered by the server.
@@ -17,6 +19,10 @@ type APIError struct {
 	Code      string // e.g. "not_found"; see the Err* values
 	Message   string
 	RequestID string // the X-Request-Id of the request, for support
+	// RetryAfter is how long the server asked the client to wait before
+	// trying again (its Retry-After header; rate_limited answers carry
+	// one), or 0.
+	RetryAfter time.Duration
 }
 
 func (e *APIError) Error() string {
@@ -71,10 +77,14 @@ func IsInvalid(err error) bool { return errors.Is(err, ErrInvalid) }
 // IsConflict reports a conflict (e.g. removing a non-empty directory).
 func IsConflict(err error) bool { return errors.Is(err, ErrConflict) }
 
-// IsQuotaExceeded reports that the team is at its sandbox limit.
+// IsQuotaExceeded reports that the team is at one of its quotas (the
+// message names it: max_sandboxes, max_snapshots, max_vcpus, ...); waiting
+// does not help, freeing something (or a higher quota) does.
 func IsQuotaExceeded(err error) bool { return errors.Is(err, ErrQuotaExceeded) }
 
-// IsRateLimited reports that the client should slow down.
+// IsRateLimited reports that the client should slow down: the API key sent
+// more than its team's requests_per_second. RetryAfter (via errors.As on
+// *APIError) says how long to wait.
 func IsRateLimited(err error) bool { return errors.Is(err, ErrRateLimited) }
 
 // IsTimeout reports that the server timed out.
@@ -118,7 +128,8 @@ func codeForStatus(status int) string {
 // readAPIError turns an error response into an *APIError.
 func readAPIError(resp *http.Response) error {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	e := &APIError{Status: resp.StatusCode, RequestID: resp.Header.Get("X-Request-Id")}
+	e := &APIError{Status: resp.StatusCode, RequestID: resp.Header.Get("X-Request-Id"),
+		RetryAfter: retryAfter(resp.Header.Get("Retry-After"))}
 	var wire struct {
 		Error struct {
 			Code    string `json:"code"`
@@ -139,4 +150,19 @@ func readAPIError(resp *http.Response) error {
 	}
 	e.Message = fmt.Sprintf("HTTP %d: %s", resp.StatusCode, e.Message)
 	return e
+}
+
+// retryAfter reads a Retry-After header: seconds, or an HTTP date.
+func retryAfter(h string) time.Duration {
+	h = strings.TrimSpace(h)
+	if h == "" {
+		return 0
+	}
+	if n, err := strconv.Atoi(h); err == nil && n >= 0 {
+		return time.Duration(n) * time.Second
+	}
+	if t, err := http.ParseTime(h); err == nil {
+		return max(0, time.Until(t).Round(time.Second))
+	}
+	return 0
 }
