@@ -11,6 +11,9 @@ import (
 func keysCommands() []command {
 	return []command{
 		{"create", "create an API key for a team and print it", runKeysCreate},
+		{"ls", "list API keys", runKeysList},
+		{"revoke", "revoke an API key", runKeysRevoke},
+		{"rotate", "replace an API key with a new one and print it", runKeysRotate},
 	}
 }
 

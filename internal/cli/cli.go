@@ -1,4 +1,4 @@
-// Package cli is the pandastack command line: sandbox, file, key and
+// Package cli is the pandastack command line: sandbox, file, key, quota and
 // template commands that talk to a server through the Go SDK (sdk/go).
 //
 // Main is the whole program; cmd/pandastack only wires it to the process.
@@ -43,7 +43,8 @@ func init() {
 		group("fs", "read, write and list files in a sandbox", fsCommands),
 		group("snapshot", "list and delete snapshots", snapshotCommands),
 		group("volume", "create, list and delete durable volumes", volumeCommands),
-		group("keys", "create API keys (admin)", keysCommands),
+		group("keys", "create, list, revoke and rotate API keys", keysCommands),
+		group("quotas", "show and change a team's limits", quotaCommands),
 		group("template", "list and build templates", templateCommands),
 		{"version", "print the version", runVersion},
 		{"help", "show help for a command", runHelp},
