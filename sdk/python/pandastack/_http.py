@@ -240,12 +240,13 @@ class Transport:
         except (OSError, http.client.HTTPException):
             data = b""
         rid = resp.getheader("X-Request-Id")
+        retry_after = errors.parse_retry_after(resp.getheader("Retry-After"))
         if resp.isclosed() and not resp.will_close:
             self._release(conn)
         else:
             resp.close()
             conn.close()
-        raise errors.error_from_response(resp.status, data, rid, resp.reason)
+        raise errors.error_from_response(resp.status, data, rid, resp.reason, retry_after)
 
     def call(self, method: str, path: str, **kw: Any) -> Any:
         """Sends a request and returns its decoded JSON answer (or None)."""

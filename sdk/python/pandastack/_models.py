@@ -104,6 +104,26 @@ class CreatedKey:
 
 
 @dataclass
+class Key:
+    """An API key as listed: never its secret. ``revoked_at`` is None while
+    the key works."""
+    id: str
+    team: str
+    team_id: str
+    name: str
+    prefix: str
+    admin: bool
+    created_at: Optional[datetime]
+    revoked_at: Optional[datetime] = None
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> "Key":
+        return cls(id=d.get("id", ""), team=d.get("team", ""), team_id=d.get("team_id", ""),
+                   name=d.get("name", ""), prefix=d.get("prefix", ""), admin=bool(d.get("admin")),
+                   created_at=parse_time(d.get("created_at")), revoked_at=parse_time(d.get("revoked_at")))
+
+
+@dataclass
 class ExecResult:
     """How a command ended and what it printed."""
     pid: int = 0

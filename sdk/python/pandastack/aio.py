@@ -22,7 +22,7 @@ import asyncio
 import inspect
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
-from ._models import CreatedKey, ExecResult, FileInfo, ProcessInfo, Template
+from ._models import CreatedKey, ExecResult, FileInfo, Key, ProcessInfo, Template
 from .client import (DEFAULT_TIMEOUT, BackgroundProcess, Filesystem, PandaStack, Sandbox,
                      default_client)
 
@@ -102,6 +102,21 @@ class AsyncPandaStack:
 
     async def create_key(self, team: str, name: Optional[str] = None) -> CreatedKey:
         return await _run(self.sync.create_key, team, name)
+
+    async def list_keys(self, team: Optional[str] = None) -> List[Key]:
+        return await _run(self.sync.list_keys, team)
+
+    async def revoke_key(self, key_id: str) -> None:
+        return await _run(self.sync.revoke_key, key_id)
+
+    async def rotate_key(self, key_id: str) -> CreatedKey:
+        return await _run(self.sync.rotate_key, key_id)
+
+    async def quotas(self, team: Optional[str] = None) -> Dict[str, Any]:
+        return await _run(self.sync.quotas, team)
+
+    async def set_quotas(self, team: str, **limits: Any) -> Dict[str, Any]:
+        return await _run(self.sync.set_quotas, team, **limits)
 
 
 class AsyncSandboxes:

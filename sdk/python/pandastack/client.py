@@ -14,7 +14,7 @@ from urllib.parse import quote
 from . import errors
 from ._http import CHUNK, Transport, iter_file
 from ._code import Execution, read_code_stream
-from ._models import (CreatedKey, ExecResult, FileInfo, ProcessInfo, Template, parse_time,
+from ._models import (CreatedKey, ExecResult, FileInfo, Key, ProcessInfo, Template, parse_time,
                       read_exec_stream)
 from ._version import __version__
 
@@ -123,6 +123,41 @@ class PandaStack:
             body["name"] = name
         d = self._t.call("POST", "/v1/keys", json_body=body)
         return CreatedKey(**{k: d.get(k) for k in CreatedKey.__dataclass_fields__})
+
+    def list_keys(self, team: Optional[str] = None) -> List[Key]:
+        """API keys (never their secrets), revoked ones included, oldest
+        first. An admin key lists every team's (or ``team``'s, an id or
+        name); any other key its own team's."""
+        out = self._t.call("GET", "/v1/keys", query={"team": team} if team else None)
+        return [Key.from_dict(d) for d in out.get("keys") or []]
+
+    def revoke_key(self, key_id: str) -> None:
+        """Revokes a key: it fails with AuthenticationError from its next
+        request on. An admin key may revoke any key, any other its own team's."""
+        self._t.call("DELETE", "/v1/keys/" + quote(key_id, safe=""))
+
+    def rotate_key(self, key_id: str) -> CreatedKey:
+        """Replaces a key with a new one of the same team, name and role and
+        revokes the old one; ``.key`` of the answer is the new secret."""
+        d = self._t.call("POST", "/v1/keys/" + quote(key_id, safe="") + "/rotate")
+        return CreatedKey(**{k: d.get(k) for k in CreatedKey.__dataclass_fields__})
+
+    def quotas(self, team: Optional[str] = None) -> Dict[str, Any]:
+        """A team's limits (0: none), ``overridden`` (set for the team; the
+        rest are the server's defaults) and ``usage``. Without ``team``, the
+        key's own team; a ``team`` (id or name) needs an admin key."""
+        if team is None:
+            return self._t.call("GET", "/v1/quotas")
+        return self._t.call("GET", "/v1/teams/" + quote(team, safe="") + "/quotas")
+
+    def set_quotas(self, team: str, **limits: Optional[float]) -> Dict[str, Any]:
+        """Changes a team's limits (admin keys only), e.g.
+        ``set_quotas("acme", max_sandboxes=50, requests_per_second=20)``; a
+        limit given as None goes back to the server's default; 0 is no limit.
+        Returns the team's quotas after the change."""
+        if not limits:
+            raise errors.InvalidArgumentError("set_quotas: name at least one limit")
+        return self._t.call("PUT", "/v1/teams/" + quote(team, safe="") + "/quotas", json_body=limits)
 
 
 class Sandboxes:

@@ -93,12 +93,33 @@ class OutputTooLargeError(PandaStackError):
 
 
 class RateLimitError(PandaStackError):
-    """429 rate_limited (or quota_exceeded, see QuotaExceededError)."""
+    """429 rate_limited: the API key sent more than its team's
+    ``requests_per_second``. ``retry_after`` is the seconds the server asked
+    to wait (its ``Retry-After`` header), or None.
+
+    Also the base class of QuotaExceededError (both are HTTP 429)."""
     default_code = "rate_limited"
+
+    def __init__(self, message: str = "", *, status: Optional[int] = None,
+                 code: Optional[str] = None, request_id: Optional[str] = None,
+                 retry_after: Optional[float] = None):
+        super().__init__(message, status=status, code=code, request_id=request_id)
+        self.retry_after = retry_after
+
+    def __reduce__(self):
+        return (_rebuild_rate, (type(self), self.message, self.status, self.code, self.request_id,
+                                self.retry_after))
+
+
+def _rebuild_rate(cls, message, status, code, request_id, retry_after):
+    return cls(message, status=status, code=code, request_id=request_id, retry_after=retry_after)
 
 
 class QuotaExceededError(RateLimitError):
-    """429 quota_exceeded: the team is at its limit of live sandboxes."""
+    """429 quota_exceeded: the team is at one of its quotas; the message
+    names it and the numbers ("max_sandboxes is 20; team has 20 live
+    sandboxes and this needs 1 more"). Waiting does not help: free
+    something, or ask an admin for a higher quota."""
     default_code = "quota_exceeded"
 
 
@@ -181,21 +202,42 @@ def error_class(code: Optional[str], status: Optional[int]) -> type:
 
 
 def make_error(code: Optional[str], message: str, status: Optional[int] = None,
-               request_id: Optional[str] = None) -> PandaStackError:
+               request_id: Optional[str] = None, retry_after: Optional[float] = None) -> PandaStackError:
     """Build the typed error for a code/status pair."""
     cls = error_class(code, status)
+    if issubclass(cls, RateLimitError):
+        return cls(message, status=status, code=code or cls.default_code, request_id=request_id,
+                   retry_after=retry_after)
     return cls(message, status=status, code=code or cls.default_code, request_id=request_id)
 
 
+def parse_retry_after(value: Optional[str]) -> Optional[float]:
+    """Seconds from a Retry-After header (seconds or an HTTP date), or None."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(int(value)))
+    except ValueError:
+        pass
+    try:
+        from email.utils import parsedate_to_datetime
+        import time as _time
+        return max(0.0, round(parsedate_to_datetime(value).timestamp() - _time.time()))
+    except (TypeError, ValueError, IndexError):
+        return None
+
+
 def error_from_response(status: int, body: bytes, request_id: Optional[str],
-                        reason: str = "") -> PandaStackError:
+                        reason: str = "", retry_after: Optional[float] = None) -> PandaStackError:
     """Turn an error answer into a typed error. Bodies that are not the API's
     JSON error (e.g. from a proxy) are described by their status."""
     try:
         wire = json.loads(body.decode("utf-8"))
         err = wire.get("error") if isinstance(wire, dict) else None
         if isinstance(err, dict) and err.get("code"):
-            return make_error(str(err["code"]), str(err.get("message", "")), status, request_id)
+            return make_error(str(err["code"]), str(err.get("message", "")), status, request_id,
+                              retry_after)
     except (ValueError, UnicodeDecodeError):
         pass
     text = body.decode("utf-8", "replace").strip()
@@ -203,8 +245,8 @@ def error_from_response(status: int, body: bytes, request_id: Optional[str],
         text = text[:200] + "..."
     text = f"HTTP {status}: {text or reason or 'error'}"
     cls = error_class(None, status)
-    return cls(text, status=status, code=cls.default_code if cls is not PandaStackError else "unknown",
-               request_id=request_id)
+    return make_error(cls.default_code if cls is not PandaStackError else "unknown", text, status,
+                      request_id, retry_after)
 
 
 __all__ = [
@@ -212,5 +254,5 @@ __all__ = [
     "NotFoundError", "MethodNotAllowedError", "ConflictError", "GoneError",
     "PayloadTooLargeError", "OutputTooLargeError", "RateLimitError", "QuotaExceededError",
     "InternalServerError", "UnavailableError", "APIConnectionError", "RequestTimeoutError",
-    "error_class", "make_error", "error_from_response",
+    "error_class", "make_error", "error_from_response", "parse_retry_after",
 ]

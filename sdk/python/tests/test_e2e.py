@@ -25,7 +25,7 @@ from unittest import mock
 
 from pandastack import (AuthenticationError, ConflictError, GoneError, InvalidArgumentError,
                         MethodNotAllowedError, NotFoundError, PandaStack, PandaStackError,
-                        PermissionDeniedError, Sandbox)
+                        PermissionDeniedError, QuotaExceededError, RateLimitError, Sandbox)
 from pandastack.aio import AsyncPandaStack, AsyncSandbox
 
 HAVE_SERVER = bool(os.environ.get("PANDASTACK_BASE_URL") and os.environ.get("PANDASTACK_API_KEY"))
@@ -348,6 +348,44 @@ class E2E(unittest.TestCase):
         with self.assertRaises(GoneError):
             sbx.filesystem.write("/tmp/x", io.BytesIO(b"x" * (1 << 20)))
         self.assertIsInstance(cm.exception, PandaStackError)
+
+    def test_keys_and_quotas(self):
+        base_url = os.environ["PANDASTACK_BASE_URL"]
+        admin = PandaStack()
+        team = "py-quota-" + uuid.uuid4().hex[:8]
+        created = admin.create_key(team, "ci")
+        self.assertEqual([k.id for k in admin.list_keys(team=team)], [created.id])
+        c = PandaStack(token=created.key, base_url=base_url)
+        self.assertEqual([k.id for k in c.list_keys()], [created.id])
+
+        q = admin.set_quotas(team, max_sandboxes=1)
+        self.assertEqual((q["max_sandboxes"], q["overridden"]), (1, ["max_sandboxes"]))
+        sbx = c.sandboxes.create(template="base", ttl_seconds=120)
+        self.addCleanup(sbx.kill)
+        with self.assertRaises(QuotaExceededError) as cm:
+            c.sandboxes.create(template="base", ttl_seconds=120)
+        self.assertEqual(cm.exception.status, 429)
+        self.assertIn("max_sandboxes is 1", cm.exception.message)
+        with self.assertRaises(QuotaExceededError):  # a fork's children count too
+            sbx.fork()
+        self.assertEqual(c.quotas()["usage"]["sandboxes"], 1)
+
+        admin.set_quotas(team, max_sandboxes=None, requests_per_second=0.01, burst=1)
+        c.list_keys()
+        with self.assertRaises(RateLimitError) as cm:
+            c.list_keys()
+        self.assertNotIsInstance(cm.exception, QuotaExceededError)
+        self.assertEqual(cm.exception.retry_after, 100)
+        admin.set_quotas(team, requests_per_second=None, burst=None)
+
+        rotated = admin.rotate_key(created.id)
+        with self.assertRaises(AuthenticationError):
+            c.list_keys()
+        c2 = PandaStack(token=rotated.key, base_url=base_url)
+        self.assertEqual(c2.quotas()["team"], team)
+        c2.revoke_key(rotated.id)
+        with self.assertRaises(AuthenticationError):
+            c2.quotas()
 
     def test_env_configuration(self):
         key, url = os.environ["PANDASTACK_API_KEY"], os.environ["PANDASTACK_BASE_URL"]

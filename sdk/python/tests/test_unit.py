@@ -84,6 +84,25 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if path.startswith("/v1/err/"):
             code, status = path.split("/")[3], int(path.split("/")[4])
             return self._json(status, {"error": {"code": code, "message": "msg " + code}})
+        if path == "/v1/ratelimited":
+            return self._json(429, {"error": {"code": "rate_limited", "message": "slow down"}},
+                              headers=[("Retry-After", "7")])
+        if path == "/v1/keys" and self.command == "GET":
+            srv.key_queries.append(self.path)
+            return self._json(200, {"keys": [{"id": "key_1", "team": "acme", "team_id": "team_1",
+                                              "name": "ci", "prefix": "pds_abcdefgh", "admin": False,
+                                              "created_at": "2024-05-06T07:08:09Z",
+                                              "revoked_at": "2024-05-07T07:08:09Z"}]})
+        if path == "/v1/keys/key_1/rotate" and self.command == "POST":
+            return self._json(201, {"id": "key_2", "key": "pds_new", "team": "acme", "team_id": "team_1",
+                                    "name": "ci", "prefix": "pds_new", "admin": False})
+        if path == "/v1/keys/key_1" and self.command == "DELETE":
+            self.send_response(204)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if path == "/v1/teams/acme/quotas" and self.command == "PUT":
+            return self._json(200, {"team": "acme", "sent": json.loads(body["data"])})
         if path == "/v1/proxy":
             data = b"<html>bad gateway</html>"
             self.send_response(502)
@@ -172,6 +191,7 @@ class LocalServerTest(unittest.TestCase):
         cls.srv = QuietServer(("127.0.0.1", 0), Handler)
         cls.srv.daemon_threads = True
         cls.srv.requests, cls.srv.conns, cls.srv.exec_bodies, cls.srv.created = [], set(), [], []
+        cls.srv.key_queries = []
         threading.Thread(target=cls.srv.serve_forever, daemon=True).start()
         cls.url = "http://127.0.0.1:%d" % cls.srv.server_address[1]
         cls.addClassCleanup(cls.srv.server_close)
@@ -179,6 +199,36 @@ class LocalServerTest(unittest.TestCase):
 
     def client(self, **kw):
         return PandaStack(token="pds_test", base_url=self.url, **kw)
+
+    def test_rate_limit_has_retry_after(self):
+        with self.assertRaises(RateLimitError) as cm:
+            self.client()._t.call("GET", "/v1/ratelimited")
+        e = cm.exception
+        self.assertEqual((e.status, e.code, e.retry_after), (429, "rate_limited", 7.0))
+        self.assertNotIsInstance(e, QuotaExceededError)
+        again = pickle.loads(pickle.dumps(e))
+        self.assertEqual((type(again), again.retry_after, again.code), (RateLimitError, 7.0, "rate_limited"))
+        # A quota answer has no Retry-After: waiting does not help.
+        with self.assertRaises(QuotaExceededError) as cm:
+            self.client()._t.call("GET", "/v1/err/quota_exceeded/429")
+        self.assertIsNone(cm.exception.retry_after)
+
+    def test_keys_and_quotas_calls(self):
+        c = self.client()
+        keys = c.list_keys(team="acme")
+        self.assertEqual(self.srv.key_queries[-1], "/v1/keys?team=acme")
+        self.assertEqual((keys[0].id, keys[0].team, keys[0].admin), ("key_1", "acme", False))
+        self.assertEqual(keys[0].revoked_at.day, 7)
+        c.list_keys()
+        self.assertEqual(self.srv.key_queries[-1], "/v1/keys")
+        self.assertIsNone(c.revoke_key("key_1"))
+        k = c.rotate_key("key_1")
+        self.assertEqual((k.id, k.key, k.team), ("key_2", "pds_new", "acme"))
+        # None resets a limit to the server's default: it is sent as null.
+        q = c.set_quotas("acme", max_sandboxes=5, requests_per_second=None)
+        self.assertEqual(q["sent"], {"max_sandboxes": 5, "requests_per_second": None})
+        with self.assertRaises(InvalidArgumentError):
+            c.set_quotas("acme")
 
     def test_error_mapping_from_server(self):
         c = self.client()
