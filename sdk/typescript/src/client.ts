@@ -6,6 +6,14 @@ import { readNDJSON } from "./ndjson.js";
 import { Sandboxes } from "./sandbox.js";
 import {
   toCreatedKey,
+  toKey,
+  toQuotas,
+  quotaUpdateBody,
+  type Key,
+  type Quotas,
+  type QuotaUpdate,
+  type WireKey,
+  type WireQuotas,
   toTemplate,
   toVolume,
   type Volume,
@@ -144,7 +152,11 @@ export class Templates {
   }
 }
 
-/** `client.keys`: API keys (admin keys only). */
+/**
+ * `client.keys`: API keys. `create` needs an admin key; `list`, `revoke` and
+ * `rotate` work on every team's keys with an admin key, on its own team's
+ * with any other.
+ */
 export class Keys {
   readonly #http: HttpClient;
   /** @internal */
@@ -158,6 +170,54 @@ export class Keys {
     if (params.name) body.name = params.name;
     const w = await this.#http.json<WireCreatedKey>({ method: "POST", path: "/v1/keys", json: body, signal: params.signal });
     return toCreatedKey(w);
+  }
+
+  /** Lists keys (never their secrets), revoked ones included, oldest first; `team` (id or name) narrows an admin's list. */
+  async list(opts: { team?: string } & RequestOptions = {}): Promise<Key[]> {
+    const w = await this.#http.json<{ keys: WireKey[] }>({
+      method: "GET",
+      path: "/v1/keys",
+      query: opts.team ? { team: opts.team } : undefined,
+      signal: opts.signal,
+    });
+    return (w.keys ?? []).map(toKey);
+  }
+
+  /** Revokes a key: it fails with AuthenticationError from its next request on. */
+  async revoke(id: string, opts: RequestOptions = {}): Promise<void> {
+    await this.#http.json<unknown>({ method: "DELETE", path: `/v1/keys/${encodeURIComponent(id)}`, signal: opts.signal });
+  }
+
+  /** Replaces a key with a new one of the same team, name and role, and revokes the old one. The new secret is in the answer only. */
+  async rotate(id: string, opts: RequestOptions = {}): Promise<CreatedKey> {
+    const w = await this.#http.json<WireCreatedKey>({ method: "POST", path: `/v1/keys/${encodeURIComponent(id)}/rotate`, signal: opts.signal });
+    return toCreatedKey(w);
+  }
+}
+
+/** `client.quotas`: a team's limits and usage. */
+export class QuotasAPI {
+  readonly #http: HttpClient;
+  /** @internal */
+  constructor(http: HttpClient) {
+    this.#http = http;
+  }
+
+  /** A team's quotas (`team`: id or name; needs an admin key), or without `team` the key's own team's. */
+  async get(opts: { team?: string } & RequestOptions = {}): Promise<Quotas> {
+    const path = opts.team ? `/v1/teams/${encodeURIComponent(opts.team)}/quotas` : "/v1/quotas";
+    return toQuotas(await this.#http.json<WireQuotas>({ method: "GET", path, signal: opts.signal }));
+  }
+
+  /** Changes a team's limits (admin keys only); null puts a limit back to the server's default. Returns the quotas after the change. */
+  async set(team: string, update: QuotaUpdate, opts: RequestOptions = {}): Promise<Quotas> {
+    const w = await this.#http.json<WireQuotas>({
+      method: "PUT",
+      path: `/v1/teams/${encodeURIComponent(team)}/quotas`,
+      json: quotaUpdateBody(update),
+      signal: opts.signal,
+    });
+    return toQuotas(w);
   }
 }
 
@@ -218,6 +278,7 @@ export class PandaStack {
   readonly templates: Templates;
   readonly keys: Keys;
   readonly volumes: Volumes;
+  readonly quotas: QuotasAPI;
 
   constructor(options: ClientOptions = {}) {
     const apiKey = options.apiKey ?? env("PANDASTACK_API_KEY") ?? env("PANDASTACK_TOKEN");
@@ -228,6 +289,7 @@ export class PandaStack {
     this.templates = new Templates(this.#http);
     this.keys = new Keys(this.#http);
     this.volumes = new Volumes(this.#http);
+    this.quotas = new QuotasAPI(this.#http);
   }
 
   /** Whether an API key is configured. */

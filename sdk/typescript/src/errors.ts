@@ -70,7 +70,11 @@ export class GoneError extends PandaStackError {}
 export class PayloadTooLargeError extends PandaStackError {}
 /** 422 output_too_large: a buffered command printed more than the server keeps. */
 export class OutputTooLargeError extends PandaStackError {}
-/** 429 quota_exceeded (the team is at its sandbox limit) or rate_limited. */
+/**
+ * 429 rate_limited: the API key sent more than its team's requests_per_second;
+ * wait `retryAfterSeconds`. Also the base class of QuotaExceededError (both
+ * are HTTP 429), so `instanceof RateLimitError` catches either.
+ */
 export class RateLimitError extends PandaStackError {
   /** Seconds to wait, from a Retry-After header, if the server sent one. */
   retryAfterSeconds: number | undefined;
@@ -79,6 +83,12 @@ export class RateLimitError extends PandaStackError {
     this.retryAfterSeconds = init.retryAfterSeconds;
   }
 }
+/**
+ * 429 quota_exceeded: the team is at one of its quotas; the message names it
+ * and the numbers ("max_sandboxes is 20; team has 20 live sandboxes and this
+ * needs 1 more"). Waiting does not help: free something, or ask an admin.
+ */
+export class QuotaExceededError extends RateLimitError {}
 /** 500 internal: the server failed. */
 export class InternalServerError extends PandaStackError {}
 /** 507 insufficient_storage: the host's disk cannot hold it (a volume). */
@@ -105,7 +115,7 @@ const BY_CODE: Record<string, ErrorClass> = {
   gone: GoneError,
   too_large: PayloadTooLargeError,
   output_too_large: OutputTooLargeError,
-  quota_exceeded: RateLimitError,
+  quota_exceeded: QuotaExceededError,
   rate_limited: RateLimitError,
   timeout: RequestTimeoutError,
   unavailable: UnavailableError,

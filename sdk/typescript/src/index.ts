@@ -18,7 +18,7 @@
  * TextDecoder, so it runs on Node 20+, Bun, Deno and edge runtimes.
  */
 
-export { PandaStack, Templates, Keys, Volumes, DEFAULT_BASE_URL, type ClientOptions } from "./client.js";
+export { PandaStack, Templates, Keys, Volumes, QuotasAPI, DEFAULT_BASE_URL, type ClientOptions } from "./client.js";
 export { Sandbox, Sandboxes, CommandHandle } from "./sandbox.js";
 export { Filesystem } from "./filesystem.js";
 export {
@@ -33,6 +33,7 @@ export {
   PayloadTooLargeError,
   OutputTooLargeError,
   RateLimitError,
+  QuotaExceededError,
   InternalServerError,
   InsufficientStorageError,
   UnavailableError,
@@ -69,6 +70,10 @@ export type {
   TemplateVersion,
   CreatedKey,
   CreateKeyParams,
+  Key,
+  Quotas,
+  QuotaUsage,
+  QuotaUpdate,
   ColdBoot,
   SnapshotInfo,
   Volume,
@@ -83,4 +88,6 @@ export type {
   WireFileInfo,
   WireTemplate,
   WireCreatedKey,
+  WireKey,
+  WireQuotas,
 } from "./types.js";

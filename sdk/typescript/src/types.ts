@@ -289,6 +289,62 @@ export interface CreatedKey {
   admin: boolean;
 }
 
+/** An API key as listed: never its secret. */
+export interface Key {
+  id: string;
+  team: string;
+  teamId: string;
+  name: string;
+  /** The secret's first 12 characters. */
+  prefix: string;
+  admin: boolean;
+  createdAt: Date;
+  /** Set once the key is revoked. */
+  revokedAt?: Date | undefined;
+}
+
+/** What a team holds now. */
+export interface QuotaUsage {
+  sandboxes: number;
+  serviceMachines: number;
+  snapshots: number;
+  volumes: number;
+  builds: number;
+  vcpus: number;
+  memoryMib: number;
+}
+
+/** A team's limits (0: no limit), which were set for the team, and its usage. */
+export interface Quotas {
+  team: string;
+  teamId: string;
+  maxSandboxes: number;
+  maxServiceMachines: number;
+  maxSnapshots: number;
+  maxVolumes: number;
+  maxConcurrentBuilds: number;
+  maxVcpus: number;
+  maxMemoryMib: number;
+  requestsPerSecond: number;
+  burst: number;
+  /** Wire names of the limits set for this team (e.g. "max_sandboxes"); the others are the server's defaults. */
+  overridden: string[];
+  usage: QuotaUsage;
+}
+
+/** Limits to change: a number sets one (0: no limit), null puts it back to the server's default. */
+export interface QuotaUpdate {
+  maxSandboxes?: number | null;
+  maxServiceMachines?: number | null;
+  maxSnapshots?: number | null;
+  maxVolumes?: number | null;
+  maxConcurrentBuilds?: number | null;
+  maxVcpus?: number | null;
+  maxMemoryMib?: number | null;
+  requestsPerSecond?: number | null;
+  burst?: number | null;
+}
+
 /** Parameters of `keys.create`. */
 export interface CreateKeyParams {
   /** Team name; created if absent. */
@@ -437,6 +493,41 @@ export interface WireCreatedKey {
   admin: boolean;
 }
 
+export interface WireKey {
+  id: string;
+  team: string;
+  team_id: string;
+  name: string;
+  prefix: string;
+  admin: boolean;
+  created_at: string;
+  revoked_at?: string;
+}
+
+export interface WireQuotas {
+  team: string;
+  team_id: string;
+  max_sandboxes: number;
+  max_service_machines: number;
+  max_snapshots: number;
+  max_volumes: number;
+  max_concurrent_builds: number;
+  max_vcpus: number;
+  max_memory_mib: number;
+  requests_per_second: number;
+  burst: number;
+  overridden: string[];
+  usage: {
+    sandboxes: number;
+    service_machines: number;
+    snapshots: number;
+    volumes: number;
+    builds: number;
+    vcpus: number;
+    memory_mib: number;
+  };
+}
+
 export interface WireColdBoot {
   template: string;
   cold_boot_ms: number;
@@ -528,4 +619,67 @@ export function toTemplate(w: WireTemplate): Template {
 
 export function toCreatedKey(w: WireCreatedKey): CreatedKey {
   return { id: w.id, key: w.key, team: w.team, teamId: w.team_id, name: w.name, prefix: w.prefix, admin: w.admin };
+}
+
+export function toKey(w: WireKey): Key {
+  return {
+    id: w.id,
+    team: w.team,
+    teamId: w.team_id,
+    name: w.name,
+    prefix: w.prefix,
+    admin: w.admin,
+    createdAt: new Date(w.created_at),
+    revokedAt: w.revoked_at ? new Date(w.revoked_at) : undefined,
+  };
+}
+
+export function toQuotas(w: WireQuotas): Quotas {
+  const u = w.usage;
+  return {
+    team: w.team,
+    teamId: w.team_id,
+    maxSandboxes: w.max_sandboxes,
+    maxServiceMachines: w.max_service_machines,
+    maxSnapshots: w.max_snapshots,
+    maxVolumes: w.max_volumes,
+    maxConcurrentBuilds: w.max_concurrent_builds,
+    maxVcpus: w.max_vcpus,
+    maxMemoryMib: w.max_memory_mib,
+    requestsPerSecond: w.requests_per_second,
+    burst: w.burst,
+    overridden: w.overridden ?? [],
+    usage: {
+      sandboxes: u.sandboxes,
+      serviceMachines: u.service_machines,
+      snapshots: u.snapshots,
+      volumes: u.volumes,
+      builds: u.builds,
+      vcpus: u.vcpus,
+      memoryMib: u.memory_mib,
+    },
+  };
+}
+
+const QUOTA_WIRE_NAMES: Record<keyof QuotaUpdate, string> = {
+  maxSandboxes: "max_sandboxes",
+  maxServiceMachines: "max_service_machines",
+  maxSnapshots: "max_snapshots",
+  maxVolumes: "max_volumes",
+  maxConcurrentBuilds: "max_concurrent_builds",
+  maxVcpus: "max_vcpus",
+  maxMemoryMib: "max_memory_mib",
+  requestsPerSecond: "requests_per_second",
+  burst: "burst",
+};
+
+/** The PUT body of a QuotaUpdate: given fields only, null kept (it resets a limit). */
+export function quotaUpdateBody(u: QuotaUpdate): Record<string, number | null> {
+  const out: Record<string, number | null> = {};
+  for (const [k, v] of Object.entries(u)) {
+    const wire = QUOTA_WIRE_NAMES[k as keyof QuotaUpdate];
+    if (wire === undefined) throw new TypeError(`unknown quota ${k}`);
+    if (v !== undefined) out[wire] = v as number | null;
+  }
+  return out;
 }

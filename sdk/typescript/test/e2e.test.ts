@@ -21,6 +21,8 @@ import {
   MethodNotAllowedError,
   ConflictError,
   GoneError,
+  QuotaExceededError,
+  RateLimitError,
   type ExecResult,
 } from "@pandastack/sdk";
 
@@ -47,6 +49,44 @@ describe("against a real server", { skip }, () => {
   // The sandbox of the README example, shared by the tests that follow it.
   let sandbox: Sandbox;
   let client: PandaStack;
+
+  test("keys list/rotate/revoke; quotas hold forks to max_sandboxes; rate limits carry Retry-After", { timeout: 120_000 }, async () => {
+    const admin = new PandaStack();
+    const team = "ts-quota-" + randomBytes(4).toString("hex");
+    const k = await admin.keys.create({ team, name: "ci" });
+    assert.deepEqual((await admin.keys.list({ team })).map((x) => x.id), [k.id]);
+    const c = new PandaStack({ apiKey: k.key });
+    assert.deepEqual((await c.keys.list()).map((x) => x.id), [k.id]);
+
+    const q = await admin.quotas.set(team, { maxSandboxes: 1 });
+    assert.deepEqual([q.maxSandboxes, q.overridden], [1, ["max_sandboxes"]]);
+    const sbx = await c.sandboxes.create({ template: "base", ttlSeconds: 120 });
+    created.push(sbx);
+    await assert.rejects(c.sandboxes.create({ template: "base", ttlSeconds: 60 }), (e: unknown) => {
+      assert.ok(e instanceof QuotaExceededError, String(e));
+      assert.equal(e.status, 429);
+      assert.match(e.message, /max_sandboxes is 1/);
+      return true;
+    });
+    await assert.rejects(sbx.fork(), isTypedError(QuotaExceededError, 429)); // a fork's child counts
+    assert.equal((await c.quotas.get()).usage.sandboxes, 1);
+
+    await admin.quotas.set(team, { maxSandboxes: null, requestsPerSecond: 0.01, burst: 1 });
+    await c.keys.list();
+    await assert.rejects(c.keys.list(), (e: unknown) => {
+      assert.ok(e instanceof RateLimitError && !(e instanceof QuotaExceededError), String(e));
+      assert.equal(e.retryAfterSeconds, 100);
+      return true;
+    });
+    await admin.quotas.set(team, { requestsPerSecond: null, burst: null });
+
+    const rotated = await admin.keys.rotate(k.id);
+    await assert.rejects(c.keys.list(), isTypedError(AuthenticationError, 401));
+    const c2 = new PandaStack({ apiKey: rotated.key });
+    assert.equal((await c2.quotas.get()).team, team);
+    await c2.keys.revoke(rotated.id);
+    await assert.rejects(c2.quotas.get(), isTypedError(AuthenticationError, 401));
+  });
 
   test("a volume's data outlives its sandbox; one in use is a ConflictError", { timeout: 120_000 }, async () => {
     const c = new PandaStack();

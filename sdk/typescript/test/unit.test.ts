@@ -23,6 +23,7 @@ import {
   PayloadTooLargeError,
   OutputTooLargeError,
   RateLimitError,
+  QuotaExceededError,
   InternalServerError,
   InsufficientStorageError,
   UnavailableError,
@@ -351,14 +352,14 @@ describe("error mapping", () => {
     [410, { error: { code: "gone", message: "m" } }, GoneError, "gone"],
     [413, { error: { code: "too_large", message: "m" } }, PayloadTooLargeError, "too_large"],
     [422, { error: { code: "output_too_large", message: "m" } }, OutputTooLargeError, "output_too_large"],
-    [429, { error: { code: "quota_exceeded", message: "m" } }, RateLimitError, "quota_exceeded"],
+    [429, { error: { code: "quota_exceeded", message: "m" } }, QuotaExceededError, "quota_exceeded"],
     [429, { error: { code: "rate_limited", message: "m" } }, RateLimitError, "rate_limited"],
     [500, { error: { code: "internal", message: "m" } }, InternalServerError, "internal"],
     [503, { error: { code: "unavailable", message: "m" } }, UnavailableError, "unavailable"],
     [504, { error: { code: "timeout", message: "m" } }, RequestTimeoutError, "timeout"],
     // The code wins over the status.
     [400, { error: { code: "gone", message: "m" } }, GoneError, "gone"],
-    [500, { error: { code: "quota_exceeded", message: "m" } }, RateLimitError, "quota_exceeded"],
+    [500, { error: { code: "quota_exceeded", message: "m" } }, QuotaExceededError, "quota_exceeded"],
     // Unknown code: the status decides, the code is kept.
     [409, { error: { code: "brand_new", message: "m" } }, ConflictError, "brand_new"],
     // Not the API's JSON (e.g. a proxy): the status decides.
@@ -396,6 +397,17 @@ describe("error mapping", () => {
     await assert.rejects(client().sandboxes.list(), (e: unknown) => {
       assert.ok(e instanceof RateLimitError);
       assert.equal(e.retryAfterSeconds, 7);
+      return true;
+    });
+  });
+
+  test("QuotaExceededError is a RateLimitError without Retry-After", async () => {
+    serve((_req, _b, res) => json(res, 429, { error: { code: "quota_exceeded", message: "max_sandboxes is 1" } }));
+    await assert.rejects(client().sandboxes.create({ template: "base" }), (e: unknown) => {
+      assert.ok(e instanceof QuotaExceededError);
+      assert.ok(e instanceof RateLimitError);
+      assert.equal(e.retryAfterSeconds, undefined);
+      assert.match(e.message, /max_sandboxes is 1/);
       return true;
     });
   });
@@ -655,5 +667,50 @@ describe("custom template build context", () => {
     assert.equal(parseInt(dec.decode(tar.subarray(148, 155)), 8), sum);
     assert.equal(tar.length % 512, 0);
     assert.throws(() => packBuildContext("FROM base\n", { "../x": "y" }), /outside the context/);
+  });
+});
+
+// ---- keys and quotas ----
+
+describe("keys and quotas", () => {
+  test("keys.list, revoke and rotate send the documented requests", async () => {
+    serve((req, _b, res) => {
+      if (req.method === "GET")
+        return json(res, 200, {
+          keys: [{ id: "key_1", team: "acme", team_id: "t1", name: "ci", prefix: "pds_abcdefgh", admin: false, created_at: "2024-05-06T07:08:09Z", revoked_at: "2024-05-07T07:08:09Z" }],
+        });
+      if (req.method === "DELETE") return void res.writeHead(204).end();
+      return json(res, 201, { id: "key_2", key: "pds_new", team: "acme", team_id: "t1", name: "ci", prefix: "pds_new", admin: false });
+    });
+    const c = client();
+    const keys = await c.keys.list({ team: "acme" });
+    assert.equal(keys[0]!.teamId, "t1");
+    assert.ok(keys[0]!.revokedAt instanceof Date);
+    await c.keys.revoke("key_1");
+    const k = await c.keys.rotate("key_1");
+    assert.equal(k.key, "pds_new");
+    assert.deepEqual(
+      seen.map((s) => `${s.method} ${s.url}`),
+      ["GET /v1/keys?team=acme", "DELETE /v1/keys/key_1", "POST /v1/keys/key_1/rotate"],
+    );
+  });
+
+  test("quotas.set sends wire names, null resets", async () => {
+    const wire = {
+      team: "acme", team_id: "t1", max_sandboxes: 5, max_service_machines: 5, max_snapshots: 50, max_volumes: 20,
+      max_concurrent_builds: 2, max_vcpus: 32, max_memory_mib: 16384, requests_per_second: 100, burst: 200,
+      overridden: ["max_sandboxes"],
+      usage: { sandboxes: 1, service_machines: 0, snapshots: 0, volumes: 0, builds: 0, vcpus: 1, memory_mib: 512 },
+    };
+    serve((_req, _b, res) => json(res, 200, wire));
+    const c = client();
+    const q = await c.quotas.set("acme", { maxSandboxes: 5, requestsPerSecond: null });
+    assert.equal(q.maxSandboxes, 5);
+    assert.equal(q.usage.memoryMib, 512);
+    assert.equal(seen[0]!.method, "PUT");
+    assert.equal(seen[0]!.url, "/v1/teams/acme/quotas");
+    assert.deepEqual(JSON.parse(seen[0]!.body.toString()), { max_sandboxes: 5, requests_per_second: null });
+    await c.quotas.get();
+    assert.equal(seen[1]!.url, "/v1/quotas");
   });
 });
