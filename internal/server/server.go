@@ -156,12 +156,9 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("bootstrap admin key: %w", err)
 	}
 	if created {
-		kp := filepath.Join(cfg.DataDir, "admin-key")
-		if err := os.WriteFile(kp, []byte(key+"\n"), 0o600); err != nil {
-			return nil, fmt.Errorf("write admin key: %w", err)
+		if err := writeAdminKey(cfg.DataDir, key, log); err != nil {
+			return nil, err
 		}
-		// The key itself never goes to the log (journald, CI output).
-		log.Info("admin API key created; it is in the file (mode 0600), not in this log", "file", kp)
 	}
 	// Every VM file (templates, running VMs, snapshots, hibernated
 	// sandboxes) lives on one copy-on-write filesystem: they are copied
