@@ -23,9 +23,9 @@ const (
 
 // createUsage is what a sandbox create takes from its team's quota: one
 // sandbox of the size asked for, else the snapshot's sandbox's or the
-// template's size. Engineer's note: with the create path in a sandbox
-// service, this is the one call (quotas.Service.Reserve) it makes once the
-// size is resolved.
+// template's size. When the create path moves into the sandbox service, it
+// makes the same single call, quotas.Service.Reserve, once it has resolved
+// the size, and this estimate goes away.
 func (s *Server) createUsage(ctx context.Context, req createSandboxRequest) quotas.Usage {
 	cpus, mem := req.CPUs, req.MemoryMiB
 	if cpus == 0 || mem == 0 {
