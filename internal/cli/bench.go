@@ -51,7 +51,7 @@ type benchResult struct {
 
 // runBench: `pandastack bench`, latency of the sandbox lifecycle against a
 // running server, measured in one run so ratios are fair.
-func runBench(ctx context.Context, s *streams, args []string) int {
+func runBench(ctx context.Context, s *streams, args []string) (code int) {
 	p := newParser("bench", "", "Measure create, exec and cold-boot latency against a running server (admin key for the cold boot).").withClient(ctx)
 	tpl := p.fs.String("template", "base", "template to measure")
 	n := p.fs.Int("n", 50, "sequential creates to measure")
@@ -59,8 +59,23 @@ func runBench(ctx context.Context, s *streams, args []string) int {
 	cold := p.fs.Int("cold", 3, "cold boots to measure (the median is reported)")
 	custom := p.fs.Bool("custom", false, "instead: measure a custom template build from --template (cold, cached rebuilds) and a size variant (admin key)")
 	createOnly := p.fs.Bool("create-only", false, "measure only create p50/p99 (and report the template's build time)")
+	compare := p.fs.String("compare", "", "a stored `bench --json` run: print each figure's ratio to it and exit 1 if any is worse than --threshold")
+	threshold := p.fs.Float64("threshold", 1.3, "with --compare: the ratio (now ÷ stored, inverted for throughput) past which a figure has regressed")
+	from := p.fs.String("from", "", "with --compare: compare this stored run instead of measuring one (no server needed)")
 	if _, code, ok := p.parse(s, args, 0); !ok {
 		return code
+	}
+	if *from != "" {
+		if *compare == "" {
+			fmt.Fprintln(s.err, "error: --from goes with --compare")
+			return 2
+		}
+		cur, err := os.ReadFile(*from)
+		if err != nil {
+			fmt.Fprintf(s.err, "error: read %s: %v\n", *from, err)
+			return 2
+		}
+		return benchCompare(s, *compare, cur, *threshold)
 	}
 	c := p.client.client()
 	if *custom {
@@ -83,11 +98,21 @@ func runBench(ctx context.Context, s *streams, args []string) int {
 		fmt.Fprintf(s.err, "error: %v\n", err)
 		return 1
 	}
+	b, _ := json.MarshalIndent(res, "", "  ")
 	if *asJSON {
-		b, _ := json.MarshalIndent(res, "", "  ")
 		fmt.Fprintln(s.out, string(b))
+		if *compare != "" {
+			// The table goes to stderr so stdout stays one JSON object.
+			return benchCompare(&streams{in: s.in, out: s.err, err: s.err}, *compare, b, *threshold)
+		}
 		return 0
 	}
+	defer func() {
+		if *compare != "" && code == 0 {
+			fmt.Fprintln(s.out)
+			code = benchCompare(s, *compare, b, *threshold)
+		}
+	}()
 	fmt.Fprintf(s.out, "template %s on %s, accelerator %s, %s\n\n", res.Template, res.Machine, strings.ToUpper(res.Accel), res.Date)
 	if res.CreateOnly {
 		fmt.Fprintf(s.out, "  %-40s %.1f / %.1f ms  (n=%d)\n", "create → ready (p50 / p99)", res.CreateP50, res.CreateP99, res.Creates)
