@@ -55,6 +55,9 @@ type Config struct {
 	// DNSUpstreams are the resolvers sandboxes' DNS goes to (default: the
 	// host's).
 	DNSUpstreams []string
+	// EgressDefaultDeny is what sandboxes may not reach unless their policy
+	// names it (network.Config.EgressDefaultDeny; empty: the default).
+	EgressDefaultDeny string
 	// MaxLivePerTeam caps each team's live sandboxes (0: no cap).
 	MaxLivePerTeam int
 	Logger         *slog.Logger
