@@ -25,6 +25,7 @@ const (
 	DefaultMaxTTL            = 24 * time.Hour
 	DefaultTTL               = 5 * time.Minute
 	DefaultMaxBufferedOutput = 16 << 20
+	DefaultMaxBufferedTotal  = 256 << 20
 )
 
 // maxJSONBody bounds the body of every JSON request.
@@ -49,6 +50,10 @@ type Config struct {
 	// MaxBufferedOutput bounds each of stdout and stderr of a buffered
 	// (non-streaming) exec (default 16 MiB).
 	MaxBufferedOutput int64
+	// MaxBufferedTotal bounds the output all buffered execs in flight hold
+	// together (default 256 MiB); past it, a buffered exec fails with 503
+	// and streaming (which holds nothing) still works.
+	MaxBufferedTotal int64
 	// Network serves sandboxes' network policies and public ports (nil:
 	// sandbox networking is off).
 	Network Network
@@ -66,6 +71,8 @@ type Server struct {
 	// concurrent creates cannot together overshoot MaxLiveSandboxesPerTeam.
 	mu      sync.Mutex
 	pending map[string]int
+
+	buffered budget // output held by buffered execs, bounded by MaxBufferedTotal
 }
 
 // New returns a Server for cfg, filling in defaults.
@@ -85,7 +92,10 @@ func New(cfg Config) *Server {
 	if cfg.MaxBufferedOutput <= 0 {
 		cfg.MaxBufferedOutput = DefaultMaxBufferedOutput
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, pending: map[string]int{}}
+	if cfg.MaxBufferedTotal <= 0 {
+		cfg.MaxBufferedTotal = DefaultMaxBufferedTotal
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, pending: map[string]int{}, buffered: budget{max: cfg.MaxBufferedTotal}}
 	s.handler = s.buildHandler()
 	return s
 }

@@ -28,7 +28,7 @@ import (
 // linked to the host over a LAN of its own (10.98.N.0/24, a network the host
 // is on), with an HTTP server on two "internet" addresses (documentation
 // ranges, routed from the host to the namespace), on its LAN address, and
-// on a dummy interface carrying one address in each range sandboxes may not
+// on its loopback, which carries one address in each range sandboxes may not
 // reach by default (link-local, private, shared); and a DNS server on host
 // loopback that the servers use as their upstream. These machines have no
 // internet; this stands in for it. No test packet leaves the machine.
@@ -44,7 +44,7 @@ type outsideWorld struct {
 	hostIP    netip.Addr // the host's address on the outside link
 	lanIP     netip.Addr // the outside namespace's address on that link
 	ip, altIP netip.Addr // the HTTP server's two "internet" addresses
-	// guarded are addresses on the outside's dummy interface, each in a
+	// guarded are addresses on the outside's loopback, each in a
 	// range the default policy denies, by range name.
 	guarded map[string]netip.Addr
 	dns     string // upstream DNS (host:port on loopback)
@@ -87,13 +87,13 @@ func startOutside() (*outsideWorld, error) {
 	}
 	host := fmt.Sprintf("netns add %[1]s\nlink add %[2]s type veth peer name eth0 netns %[1]s\naddr add %[3]s/24 dev %[2]s\nlink set %[2]s up\n",
 		o.ns, o.hostLink, o.hostIP)
-	inside := fmt.Sprintf("link set lo up\naddr add %s/24 dev eth0\nlink set eth0 up\nroute add default via %s\nlink add dummy0 type dummy\nlink set dummy0 up\n",
+	inside := fmt.Sprintf("link set lo up\naddr add %s/24 dev eth0\nlink set eth0 up\nroute add default via %s\n",
 		o.lanIP, o.hostIP)
 	routes := ""
 	for _, a := range append([]netip.Addr{o.ip, o.altIP}, o.guardedAddrs()...) {
 		// Host routes, /32 only: nothing else of these ranges changes its way.
 		routes += fmt.Sprintf("route add %s/32 via %s dev %s\n", a, o.lanIP, o.hostLink)
-		inside += fmt.Sprintf("addr add %s/32 dev dummy0\n", a)
+		inside += fmt.Sprintf("addr add %s/32 dev lo\n", a) // no dummy module here: lo carries them
 	}
 	o.stop = append(o.stop, func() {
 		_ = exec.Command("ip", "netns", "del", o.ns).Run()
