@@ -93,7 +93,7 @@ func FindAgent() (string, error) {
 	}
 	p, err := exec.LookPath("pandastack-guest")
 	if err != nil {
-		return "", fmt.Errorf("pandastack-guest not found beside the pandastack binary or on PATH (run `make`)")
+		return "", fmt.Errorf("pandastack-guest not found beside the pandastack binary or on PATH (run scripts/setup, which builds bin/pandastack and bin/pandastack-guest, or pass --guest-agent PATH)")
 	}
 	return filepath.Abs(p)
 }
@@ -141,6 +141,13 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	ok := false
 	defer func() {
 		if !ok {
+			if s.cow != nil {
+				// Mounted by this start and used by nothing yet: a failed
+				// start leaves no loop mount behind.
+				if err := s.cow.Close(); err != nil {
+					log.Warn("unmount vm storage after a failed start", "err", err)
+				}
+			}
 			store.Close()
 		}
 	}()
