@@ -16,11 +16,14 @@ const (
 // NetworkPolicy is a sandbox's network settings: what it may reach
 // (egress) and which of its ports anyone may reach without a key.
 //
-// Egress is decided in this order: deny_cidrs reject; allow_cidrs accept;
-// addresses the DNS answered for allow_domains accept (for the answer's
-// TTL); then the mode, "allow" (the default) or "deny". A denied connection
-// fails at once (TCP reset, ICMP admin-prohibited for the rest) and is
-// counted.
+// Egress is decided in this order: deny_cidrs reject; allow_cidrs entries
+// inside one of the server's default-denied ranges accept; those ranges
+// reject (by default link-local, private and shared addresses and the
+// host's own networks: see internal/network.DefaultEgressDeny); the other
+// allow_cidrs accept; addresses the DNS answered for allow_domains accept
+// (for the answer's TTL); then the mode, "allow" (the default) or "deny".
+// A denied connection fails at once (TCP reset, ICMP admin-prohibited for
+// the rest) and is counted.
 //
 // Domains: "example.com" matches that name only; "*.example.com" matches
 // every name below it (a.example.com, a.b.example.com) but not

@@ -134,12 +134,28 @@ func dialKernel(ctx context.Context, g pandastack.Guest, req any) (*bufio.Reader
 	return bufio.NewReaderSize(conn, 64<<10), done, nil
 }
 
+// maxKernelLine bounds one event line from the code kernel (its output is
+// guest-controlled): a longer line fails the request instead of growing
+// the server's memory.
+const maxKernelLine = 16 << 20
+
 // readKernel reads one event; io.EOF means the kernel closed the stream.
 func readKernel(r *bufio.Reader) (kernelEvent, error) {
 	var ev kernelEvent
-	line, err := r.ReadBytes('\n')
-	if err != nil {
-		return ev, err
+	var line []byte
+	for {
+		frag, err := r.ReadSlice('\n')
+		if len(line)+len(frag) > maxKernelLine {
+			return ev, pandastack.Errorf(pandastack.EOutputTooLarge,
+				"the code kernel sent an event line over %s, so the run was stopped; print less at once, or write large data to a file and read the file", formatBytes(maxKernelLine))
+		}
+		line = append(line, frag...)
+		if err != bufio.ErrBufferFull {
+			if err != nil {
+				return ev, err
+			}
+			break
+		}
 	}
 	if err := json.Unmarshal(line, &ev); err != nil {
 		return ev, fmt.Errorf("bad line from the code kernel: %w", err)
@@ -164,6 +180,9 @@ func runCode(ctx context.Context, g pandastack.Guest, req codeRequest, fn func(C
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
+			}
+			if pandastack.ErrorCode(err) == pandastack.EOutputTooLarge {
+				return err
 			}
 			return pandastack.Errorf(pandastack.EUnavailable, "the code kernel closed the connection before the run ended (%v)", err)
 		}

@@ -128,5 +128,6 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	h.Set("Content-Type", "application/json")
 	h.Del("Content-Length")
 	w.WriteHeader(status)
-	w.Write(append(b, '\n'))
+	w.Write(b) // then the newline: appending it could copy a large b whole
+	w.Write([]byte{'\n'})
 }

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"unicode/utf8"
 
 	"github.com/pandastack/pandastack"
 )
@@ -166,12 +165,15 @@ func (s *Server) execBuffered(w http.ResponseWriter, r *http.Request, g pandasta
 		pid            int
 		stdout, stderr bytes.Buffer
 		overflow       string
+		held           int64 // of s.buffered
+		busy           bool  // the server-wide budget ran out
 	)
+	defer func() { s.buffered.give(held) }()
 	limit := s.cfg.MaxBufferedOutput
 	res, err := g.Exec(ctx, req, stdin, func(ev pandastack.ExecEvent) error {
 		mu.Lock()
 		defer mu.Unlock()
-		if overflow != "" {
+		if overflow != "" || busy {
 			return errOutputLimit
 		}
 		var buf *bytes.Buffer
@@ -191,11 +193,22 @@ func (s *Server) execBuffered(w http.ResponseWriter, r *http.Request, g pandasta
 			cancel() // the engine kills the command
 			return errOutputLimit
 		}
+		if !s.buffered.take(int64(len(ev.Data))) {
+			busy = true
+			cancel()
+			return errOutputLimit
+		}
+		held += int64(len(ev.Data))
 		buf.Write(ev.Data)
 		return nil
 	})
 	mu.Lock()
 	defer mu.Unlock()
+	if busy {
+		return pandastack.Errorf(pandastack.EUnavailable,
+			"the server is holding its limit of %s of buffered exec output for requests in flight, so the command was stopped; stream the output instead (send Accept: %s) or retry later",
+			formatBytes(s.cfg.MaxBufferedTotal), NDJSONType)
+	}
 	if overflow != "" {
 		return pandastack.Errorf(pandastack.EOutputTooLarge,
 			"%s exceeded %s, so the command was stopped; stream the output instead (send Accept: %s) or redirect it to a file and read the file",
@@ -211,18 +224,8 @@ func (s *Server) execBuffered(w http.ResponseWriter, r *http.Request, g pandasta
 		TimedOut:   res.TimedOut,
 		DurationMs: res.DurationMs,
 	}
-	out.Stdout, out.StdoutEncoding = encodeOutput(stdout.Bytes())
-	out.Stderr, out.StderrEncoding = encodeOutput(stderr.Bytes())
-	writeJSON(w, http.StatusOK, out)
+	writeExecResponse(w, out, stdout.Bytes(), stderr.Bytes())
 	return nil
-}
-
-// encodeOutput returns b as text when it is valid UTF-8, else as base64.
-func encodeOutput(b []byte) (data, encoding string) {
-	if utf8.Valid(b) {
-		return string(b), "utf-8"
-	}
-	return base64.StdEncoding.EncodeToString(b), "base64"
 }
 
 func formatBytes(n int64) string {

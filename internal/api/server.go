@@ -25,6 +25,7 @@ const (
 	DefaultMaxTTL            = 24 * time.Hour
 	DefaultTTL               = 5 * time.Minute
 	DefaultMaxBufferedOutput = 16 << 20
+	DefaultMaxBufferedTotal  = 256 << 20
 )
 
 // maxJSONBody bounds the body of every JSON request.
@@ -54,6 +55,10 @@ type Config struct {
 	// MaxBufferedOutput bounds each of stdout and stderr of a buffered
 	// (non-streaming) exec (default 16 MiB).
 	MaxBufferedOutput int64
+	// MaxBufferedTotal bounds the output all buffered execs in flight hold
+	// together (default 256 MiB); past it, a buffered exec fails with 503
+	// and streaming (which holds nothing) still works.
+	MaxBufferedTotal int64
 	// Network serves sandboxes' network policies and public ports (nil:
 	// sandbox networking is off).
 	Network Network
@@ -69,6 +74,8 @@ type Server struct {
 
 	quotas  *quotas.Service
 	limiter *quotas.RateLimiter
+
+	buffered budget // output held by buffered execs, bounded by MaxBufferedTotal
 }
 
 // New returns a Server for cfg, filling in defaults.
@@ -91,7 +98,10 @@ func New(cfg Config) *Server {
 	if cfg.Quotas == nil {
 		cfg.Quotas = quotas.New(quotas.Config{Store: cfg.Store, Defaults: quotas.Limits{MaxSandboxes: cfg.MaxLiveSandboxesPerTeam}})
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, quotas: cfg.Quotas, limiter: quotas.NewRateLimiter()}
+	if cfg.MaxBufferedTotal <= 0 {
+		cfg.MaxBufferedTotal = DefaultMaxBufferedTotal
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, quotas: cfg.Quotas, limiter: quotas.NewRateLimiter(), buffered: budget{max: cfg.MaxBufferedTotal}}
 	s.handler = s.buildHandler()
 	return s
 }

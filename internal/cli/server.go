@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/pandastack/pandastack/internal/network"
 	"github.com/pandastack/pandastack/internal/quotas"
 	"github.com/pandastack/pandastack/internal/server"
 )
@@ -30,6 +31,7 @@ func runServer(ctx context.Context, s *streams, args []string) int {
 	fs.BoolVar(&cfg.NoNetwork, "no-network", false, "give sandboxes no network (default: a namespace each, when running as root)")
 	fs.StringVar(&cfg.NetworkPool, "network-pool", "", "IPv4 range of the host-side transit addresses (default 10.223.0.0/16)")
 	fs.StringVar(&dnsUpstream, "dns-upstream", "", "DNS servers (host:port, comma separated) sandboxes' queries go to (default: the host's /etc/resolv.conf; env PANDASTACK_DNS_UPSTREAM)")
+	fs.StringVar(&cfg.EgressDefaultDeny, "egress-default-deny", network.DefaultEgressDeny, "what sandboxes may not reach unless their policy's allow_cidrs names it: IPv4 CIDRs and link-local, private, shared, host (the host's own networks), comma separated; none for nothing")
 	fs.StringVar(&cfg.AgentPath, "guest-agent", "", "path of pandastack-guest (default: beside this binary)")
 	fs.StringVar(&level, "log-level", "info", "debug, info, warn or error")
 	fs.Usage = func() {

@@ -86,6 +86,16 @@ func Open(ctx context.Context, dir string, opt Options) (*FS, error) {
 // Dir is the filesystem's directory.
 func (f *FS) Dir() string { return f.dir }
 
+// Close unmounts the image if this Open mounted it (an image found already
+// mounted, or a directory that reflinks by itself, stays). For a server
+// that fails to start after opening its storage: no VM may use it.
+func (f *FS) Close() error {
+	if f.image == "" {
+		return nil
+	}
+	return Unmount(f.dir)
+}
+
 // Image is the loop-mounted image file, or "" when the data directory's own
 // filesystem reflinks.
 func (f *FS) Image() string { return f.image }

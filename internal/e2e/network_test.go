@@ -25,9 +25,13 @@ import (
 )
 
 // The "outside world" of the network tests: a namespace the test makes,
-// routed from the host, with an HTTP server on two addresses, and a DNS
-// server on host loopback that the servers use as their upstream. These
-// machines have no internet; this stands in for it.
+// linked to the host over a LAN of its own (10.98.N.0/24, a network the host
+// is on), with an HTTP server on two "internet" addresses (documentation
+// ranges, routed from the host to the namespace), on its LAN address, and
+// on its loopback, which carries one address in each range sandboxes may not
+// reach by default (link-local, private, shared); and a DNS server on host
+// loopback that the servers use as their upstream. These machines have no
+// internet; this stands in for it. No test packet leaves the machine.
 const (
 	outsideName    = "outside.pandastack.test"
 	outsideAltName = "other.pandastack.test"
@@ -38,9 +42,13 @@ type outsideWorld struct {
 	ns        string
 	hostLink  string
 	hostIP    netip.Addr // the host's address on the outside link
-	ip, altIP netip.Addr // the HTTP server's two addresses
-	dns       string     // upstream DNS (host:port on loopback)
-	stop      []func()
+	lanIP     netip.Addr // the outside namespace's address on that link
+	ip, altIP netip.Addr // the HTTP server's two "internet" addresses
+	// guarded are addresses on the outside's loopback, each in a
+	// range the default policy denies, by range name.
+	guarded map[string]netip.Addr
+	dns     string // upstream DNS (host:port on loopback)
+	stop    []func()
 }
 
 var outside *outsideWorld
@@ -65,31 +73,45 @@ func startOutside() (*outsideWorld, error) {
 	if sub < 0 {
 		return nil, fmt.Errorf("no free 10.98.x.0/24 for the outside namespace")
 	}
+	b := byte(sub)
 	o.ns = fmt.Sprintf("pse2eout%d", os.Getpid())
 	o.hostLink = fmt.Sprintf("pse2eo%d", os.Getpid()%100000)
-	o.hostIP = netip.AddrFrom4([4]byte{10, 98, byte(sub), 1})
-	o.ip = netip.AddrFrom4([4]byte{10, 98, byte(sub), 2})
-	o.altIP = netip.AddrFrom4([4]byte{10, 98, byte(sub), 3})
+	o.hostIP = netip.AddrFrom4([4]byte{10, 98, b, 1})
+	o.lanIP = netip.AddrFrom4([4]byte{10, 98, b, 2})
+	o.ip = netip.AddrFrom4([4]byte{198, 51, 100, b})
+	o.altIP = netip.AddrFrom4([4]byte{203, 0, 113, b})
+	o.guarded = map[string]netip.Addr{
+		"link-local": netip.AddrFrom4([4]byte{169, 254, 77, b}),
+		"private":    netip.AddrFrom4([4]byte{192, 168, 77, b}),
+		"shared":     netip.AddrFrom4([4]byte{100, 64, 77, b}),
+	}
 	host := fmt.Sprintf("netns add %[1]s\nlink add %[2]s type veth peer name eth0 netns %[1]s\naddr add %[3]s/24 dev %[2]s\nlink set %[2]s up\n",
 		o.ns, o.hostLink, o.hostIP)
-	inside := fmt.Sprintf("link set lo up\naddr add %s/24 dev eth0\naddr add %s/24 dev eth0\nlink set eth0 up\nroute add default via %s\n",
-		o.ip, o.altIP, o.hostIP)
-	for _, b := range []struct {
-		args []string
-		in   string
-	}{{[]string{"-batch", "-"}, host}, {[]string{"-n", o.ns, "-batch", "-"}, inside}} {
-		cmd := exec.Command("ip", b.args...)
-		cmd.Stdin = strings.NewReader(b.in)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			_ = exec.Command("ip", "netns", "del", o.ns).Run()
-			_ = exec.Command("ip", "link", "del", o.hostLink).Run()
-			return nil, fmt.Errorf("make outside namespace: %v: %s", err, out)
-		}
+	inside := fmt.Sprintf("link set lo up\naddr add %s/24 dev eth0\nlink set eth0 up\nroute add default via %s\n",
+		o.lanIP, o.hostIP)
+	routes := ""
+	for _, a := range append([]netip.Addr{o.ip, o.altIP}, o.guardedAddrs()...) {
+		// Host routes, /32 only: nothing else of these ranges changes its way.
+		routes += fmt.Sprintf("route add %s/32 via %s dev %s\n", a, o.lanIP, o.hostLink)
+		inside += fmt.Sprintf("addr add %s/32 dev lo\n", a) // no dummy module here: lo carries them
 	}
 	o.stop = append(o.stop, func() {
 		_ = exec.Command("ip", "netns", "del", o.ns).Run()
-		_ = exec.Command("ip", "link", "del", o.hostLink).Run()
+		_ = exec.Command("ip", "link", "del", o.hostLink).Run() // its routes go with it
 	})
+	// The link, the namespace's side, then the host's routes through it.
+	steps := []struct {
+		args []string
+		in   string
+	}{{[]string{"-batch", "-"}, host}, {[]string{"-n", o.ns, "-batch", "-"}, inside}, {[]string{"-batch", "-"}, routes}}
+	for _, st := range steps {
+		cmd := exec.Command("ip", st.args...)
+		cmd.Stdin = strings.NewReader(st.in)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			o.close()
+			return nil, fmt.Errorf("make outside namespace: %v: %s", err, out)
+		}
+	}
 	ln, err := listenIn(o.ns, fmt.Sprintf("0.0.0.0:%d", outsidePort))
 	if err != nil {
 		o.close()
@@ -106,9 +128,15 @@ func startOutside() (*outsideWorld, error) {
 		return nil, err
 	}
 	o.dns = pc.LocalAddr().String()
-	go serveTestDNS(pc, map[string]netip.Addr{outsideName + ".": o.ip, outsideAltName + ".": o.altIP})
+	go serveTestDNS(pc, map[string]netip.Addr{outsideName + ".": o.ip, outsideAltName + ".": o.altIP,
+		"metadata.pandastack.test.": o.guarded["link-local"]})
 	o.stop = append(o.stop, func() { pc.Close() })
 	return o, nil
+}
+
+// guardedAddrs are the outside's addresses in default-denied ranges.
+func (o *outsideWorld) guardedAddrs() []netip.Addr {
+	return []netip.Addr{o.guarded["link-local"], o.guarded["private"], o.guarded["shared"]}
 }
 
 func (o *outsideWorld) close() {

@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/yamux"
@@ -88,8 +89,28 @@ func (c *Conn) Handshake(ctx context.Context) (*Client, guestproto.HelloAck, err
 	}
 	cl.mux = mux
 	go cl.readLoop()
+	go cl.refuseGuestStreams()
 	return cl, ack, nil
 }
+
+// refuseGuestStreams ends the session when the guest opens a stream: the
+// protocol has none the guest starts, and yamux would queue each one (up to
+// its accept backlog) with a receive window of data the host never reads —
+// memory a hostile guest could pin. The session's end frees it all.
+func (c *Client) refuseGuestStreams() {
+	st, err := c.mux.AcceptStream()
+	if err != nil {
+		return // the session ended
+	}
+	st.Close()
+	c.refused.Store(true)
+	c.mux.Close()
+	c.Close()
+}
+
+// RefusedGuestStream reports whether the session was ended because the
+// guest opened a stream (a broken or hostile agent).
+func (c *Client) RefusedGuestStream() bool { return c.refused.Load() }
 
 func muxConfig() *yamux.Config {
 	c := yamux.DefaultConfig()
@@ -110,6 +131,7 @@ type Client struct {
 	mux     *yamux.Session
 	wmu     sync.Mutex
 	once    sync.Once
+	refused atomic.Bool
 }
 
 // Read, Write and Close make the Client the yamux transport.

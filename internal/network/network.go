@@ -66,7 +66,17 @@ type Config struct {
 	// VMs started outside the driver's pool (bursts, forks, wakes) do not
 	// wait for one.
 	Spares int
-	Logger *slog.Logger
+	// EgressDefaultDeny is what every sandbox's egress is denied unless its
+	// policy's allow_cidrs names it (an entry inside the range): comma-
+	// separated IPv4 CIDRs and the words link-local (169.254.0.0/16),
+	// private (RFC 1918), shared (100.64.0.0/10) and host (every network
+	// the host has an address on, read at start); "none" denies nothing.
+	// Empty means DefaultEgressDeny.
+	EgressDefaultDeny string
+	// Services are the server's own services, besides the DNS forwarder,
+	// that every sandbox reaches whatever its policy (see Service).
+	Services []Service
+	Logger   *slog.Logger
 }
 
 // Manager owns the sandbox namespaces of one server.
@@ -76,6 +86,7 @@ type Manager struct {
 	prefix string
 	dir    string
 	dns    *forwarder
+	guard  guard // set once in New
 
 	mu       sync.Mutex
 	nets     map[string]*sandboxNet              // by VM id
@@ -145,18 +156,26 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 	if err := writeSysctl("net/ipv4/ip_forward", "1"); err != nil {
 		return nil, fmt.Errorf("network: enable forwarding: %w", err)
 	}
-	var err error
+	if cfg.EgressDefaultDeny == "" {
+		cfg.EgressDefaultDeny = DefaultEgressDeny
+	}
+	deny, err := parseEgressDeny(cfg.EgressDefaultDeny, hostNetworks)
+	if err != nil {
+		return nil, fmt.Errorf("network: %w", err)
+	}
 	if m.dns, err = startForwarder(m, filepath.Join(m.dir, "dns-port")); err != nil {
 		return nil, err
 	}
-	if err := run(ctx, hostRules(m.hostTable(), m.prefix+"h*", cfg.Pool, m.dns.port), "nft", "-f", "-"); err != nil {
+	m.guard = guard{deny: deny, services: append([]Service{{Name: "dns", Port: 53, HostPort: m.dns.port, UDP: true}}, cfg.Services...)}
+	if err := run(ctx, hostRules(m.hostTable(), m.prefix+"h*", cfg.Pool, m.guard.services), "nft", "-f", "-"); err != nil {
 		m.dns.close()
 		return nil, fmt.Errorf("network: host rules: %w", err)
 	}
 	lctx, cancel := context.WithCancel(context.Background())
 	m.stop = cancel
 	go m.logDenials(lctx)
-	m.log.Info("sandbox networking ready", "prefix", m.prefix, "pool", cfg.Pool, "dns_port", m.dns.port, "upstreams", cfg.Upstreams)
+	m.log.Info("sandbox networking ready", "prefix", m.prefix, "pool", cfg.Pool, "dns_port", m.dns.port, "upstreams", cfg.Upstreams,
+		"egress_default_deny", m.guard.denySet())
 	return m, nil
 }
 
@@ -205,7 +224,7 @@ func (m *Manager) Attach(ctx context.Context, id string) (*os.File, error) {
 	var tap *os.File
 	err := inNetns(n.NS, func() error {
 		if p.Egress != pandastack.EgressAllow || len(p.AllowCIDRs)+len(p.DenyCIDRs)+len(p.AllowDomains) > 0 {
-			if err := run(ctx, egressRules(p), "nft", "-f", "-"); err != nil {
+			if err := run(ctx, egressRules(m.guard, p), "nft", "-f", "-"); err != nil {
 				return fmt.Errorf("nftables: %w", err)
 			}
 		}
@@ -259,7 +278,7 @@ func (m *Manager) makeNS(ctx context.Context) (*sandboxNet, error) {
 			if err := writeSysctl("net/ipv4/ip_forward", "1"); err != nil {
 				return err
 			}
-			if err := run(ctx, nsRules(n, m.dns.port, pandastack.NetworkPolicy{Egress: pandastack.EgressAllow}), "nft", "-f", "-"); err != nil {
+			if err := run(ctx, nsRules(n, m.guard, pandastack.NetworkPolicy{Egress: pandastack.EgressAllow}), "nft", "-f", "-"); err != nil {
 				return fmt.Errorf("nftables: %w", err)
 			}
 			return nil
@@ -432,7 +451,7 @@ func (m *Manager) apply(ctx context.Context, n *sandboxNet, p pandastack.Network
 		n.rules = p
 		return nil // ports only, or nothing, changed: no rule to touch
 	}
-	rules := egressRules(p)
+	rules := egressRules(m.guard, p)
 	if !reflect.DeepEqual(n.rules.AllowDomains, p.AllowDomains) {
 		rules += fmt.Sprintf("flush set ip %s dns_allowed\n", nsTable)
 	}

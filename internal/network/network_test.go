@@ -44,7 +44,7 @@ func TestEgressRulesOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := egressRules(p)
+	r := egressRules(guard{}, p)
 	order := []string{"flush chain", "10.1.0.0/16 } goto deny", "10.0.0.0/8 } accept", "@dns_allowed accept", "egress goto deny"}
 	at := -1
 	for _, want := range order {
@@ -54,7 +54,7 @@ func TestEgressRulesOrder(t *testing.T) {
 		}
 		at = i
 	}
-	if allow := egressRules(pandastack.NetworkPolicy{Egress: pandastack.EgressAllow}); strings.Contains(allow, "deny") {
-		t.Errorf("allow-all rules deny something:\n%s", allow)
+	if allow := egressRules(guard{}, pandastack.NetworkPolicy{Egress: pandastack.EgressAllow}); strings.Contains(allow, "deny") {
+		t.Errorf("allow-all rules with no default-denied ranges deny something:\n%s", allow)
 	}
 }

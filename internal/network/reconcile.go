@@ -38,7 +38,7 @@ func (m *Manager) Reconcile(ctx context.Context, running, known []string) error 
 			continue
 		}
 		p := m.Policy(id)
-		if err := inNetns(n.NS, func() error { return run(ctx, nsRules(n, m.dns.port, p), "nft", "-f", "-") }); err != nil {
+		if err := inNetns(n.NS, func() error { return run(ctx, nsRules(n, m.guard, p), "nft", "-f", "-") }); err != nil {
 			errs = append(errs, fmt.Errorf("rewrite rules of %s: %w", id, err))
 		}
 		n.rules = p

@@ -22,22 +22,27 @@ const (
 	nsTable    = "pandastack"
 )
 
-// nsRules is the whole ruleset of a sandbox namespace: DNS to the gateway
-// goes to the host's forwarder, the guest's traffic is masqueraded to the
-// namespace's transit address, and the egress chain holds the policy.
-func nsRules(n *sandboxNet, dnsPort int, p pandastack.NetworkPolicy) string {
+// nsRules is the whole ruleset of a sandbox namespace: the server's
+// services (DNS first) at the gateway go to the host, the guest's traffic is
+// masqueraded to the namespace's transit address, and the egress chain holds
+// the default-denied ranges and the policy.
+func nsRules(n *sandboxNet, g guard, p pandastack.NetworkPolicy) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "table ip %s {}\ndelete table ip %s\n", nsTable, nsTable)
+	var dnat, fwd strings.Builder
+	for _, s := range g.services {
+		fmt.Fprintf(&dnat, "\t\tiifname %q ip daddr %s %s th dport %d dnat to %s:%d\n", tapName, gatewayIP, s.protos(), s.Port, n.hostIP, s.HostPort)
+		fmt.Fprintf(&fwd, "\t\tiifname %q ip daddr %s %s th dport %d accept\n", tapName, n.hostIP, s.protos(), s.HostPort)
+	}
 	fmt.Fprintf(&b, `table ip %[1]s {
 	set dns_allowed { type ipv4_addr; flags timeout; }
 	counter denied {}
 	chain prerouting {
 		type nat hook prerouting priority dstnat; policy accept;
-		iifname %[2]q ip daddr %[3]s meta l4proto { tcp, udp } th dport 53 dnat to %[4]s:%[5]d
-	}
+%[4]s	}
 	chain postrouting {
 		type nat hook postrouting priority srcnat; policy accept;
-		oifname %[6]q masquerade
+		oifname %[3]q masquerade
 	}
 	chain input {
 		type filter hook input priority filter; policy accept;
@@ -48,9 +53,8 @@ func nsRules(n *sandboxNet, dnsPort int, p pandastack.NetworkPolicy) string {
 	chain forward {
 		type filter hook forward priority filter; policy accept;
 		ct state established,related accept
-		iifname %[6]q drop
-		iifname %[2]q ip daddr %[4]s meta l4proto { tcp, udp } th dport %[5]d accept
-		iifname %[2]q jump egress
+		iifname %[3]q drop
+%[5]s		iifname %[2]q jump egress
 	}
 	chain deny {
 		counter name denied
@@ -60,22 +64,40 @@ func nsRules(n *sandboxNet, dnsPort int, p pandastack.NetworkPolicy) string {
 	chain egress {
 	}
 }
-`, nsTable, tapName, gatewayIP, n.hostIP, dnsPort, vethNS)
-	b.WriteString(egressRules(p))
+`, nsTable, tapName, vethNS, dnat.String(), fwd.String())
+	b.WriteString(egressRules(g, p))
 	return b.String()
 }
 
 // egressRules replaces the egress chain (atomically, with nft -f) and
-// leaves the DNS-learned set alone unless the domains changed.
-func egressRules(p pandastack.NetworkPolicy) string {
+// leaves the DNS-learned set alone unless the domains changed. Order:
+// deny_cidrs; allow_cidrs inside a default-denied range (a policy that
+// names a private range reaches it); the default-denied ranges; the other
+// allow_cidrs; DNS-learned addresses (an allowed name that resolves to a
+// private address stays denied); the mode.
+func egressRules(g guard, p pandastack.NetworkPolicy) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "flush chain ip %s egress\n", nsTable)
 	add := func(rule string) { fmt.Fprintf(&b, "add rule ip %s egress %s\n", nsTable, rule) }
 	if len(p.DenyCIDRs) > 0 {
 		add(fmt.Sprintf("ip daddr { %s } goto deny", strings.Join(p.DenyCIDRs, ", ")))
 	}
-	if len(p.AllowCIDRs) > 0 {
-		add(fmt.Sprintf("ip daddr { %s } accept", strings.Join(p.AllowCIDRs, ", ")))
+	var inside, outside []string
+	for _, c := range p.AllowCIDRs {
+		if g.opensDenied(c) {
+			inside = append(inside, c)
+		} else {
+			outside = append(outside, c)
+		}
+	}
+	if len(inside) > 0 {
+		add(fmt.Sprintf("ip daddr { %s } accept", strings.Join(inside, ", ")))
+	}
+	if len(g.deny) > 0 {
+		add(fmt.Sprintf("ip daddr { %s } goto deny", g.denySet()))
+	}
+	if len(outside) > 0 {
+		add(fmt.Sprintf("ip daddr { %s } accept", strings.Join(outside, ", ")))
 	}
 	if len(p.AllowDomains) > 0 {
 		add("ip daddr @dns_allowed accept")
@@ -87,17 +109,20 @@ func egressRules(p pandastack.NetworkPolicy) string {
 }
 
 // hostRules is this server's table in the host namespace: masquerade what
-// sandboxes send out, keep them off the host's own services (the DNS
-// forwarder excepted) and off each other.
-func hostRules(table, linkGlob string, pool netip.Prefix, dnsPort int) string {
+// sandboxes send out, keep them off the host's own services (the server's
+// sandbox services excepted, on transit addresses only) and off each other.
+func hostRules(table, linkGlob string, pool netip.Prefix, services []Service) string {
+	var svc strings.Builder
+	for _, s := range services {
+		fmt.Fprintf(&svc, "\t\tiifname %q ip daddr %s %s th dport %d accept\n", linkGlob, pool, s.protos(), s.HostPort)
+	}
 	return fmt.Sprintf(`table ip %[1]s {}
 delete table ip %[1]s
 table ip %[1]s {
 	chain input {
 		type filter hook input priority filter - 1; policy accept;
 		iifname %[2]q ct state established,related accept
-		iifname %[2]q meta l4proto { tcp, udp } th dport %[4]d accept
-		iifname %[2]q counter reject with icmp type admin-prohibited
+%[4]s		iifname %[2]q counter reject with icmp type admin-prohibited
 	}
 	chain forward {
 		type filter hook forward priority filter - 1; policy accept;
@@ -108,5 +133,5 @@ table ip %[1]s {
 		ip saddr %[3]s oifname != %[2]q masquerade
 	}
 }
-`, table, linkGlob, pool, dnsPort)
+`, table, linkGlob, pool, svc.String())
 }

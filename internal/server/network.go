@@ -23,7 +23,8 @@ func openNetwork(ctx context.Context, cfg Config) (*network.Manager, error) {
 		cfg.Logger.Warn("not running as root: sandboxes get no network")
 		return nil, nil
 	}
-	ncfg := network.Config{DataDir: cfg.DataDir, Upstreams: cfg.DNSUpstreams, Logger: cfg.Logger}
+	ncfg := network.Config{DataDir: cfg.DataDir, Upstreams: cfg.DNSUpstreams, Logger: cfg.Logger,
+		EgressDefaultDeny: cfg.EgressDefaultDeny}
 	if cfg.NetworkPool != "" {
 		p, err := netip.ParsePrefix(cfg.NetworkPool)
 		if err != nil {

@@ -56,6 +56,9 @@ type Config struct {
 	// DNSUpstreams are the resolvers sandboxes' DNS goes to (default: the
 	// host's).
 	DNSUpstreams []string
+	// EgressDefaultDeny is what sandboxes may not reach unless their policy
+	// names it (network.Config.EgressDefaultDeny; empty: the default).
+	EgressDefaultDeny string
 	// MaxLivePerTeam is the default max_sandboxes of a team (0: no cap);
 	// the other default quotas are quotas.Defaults. Admins change any of
 	// them per team (PUT /v1/teams/{team}/quotas).
@@ -97,7 +100,7 @@ func FindAgent() (string, error) {
 	}
 	p, err := exec.LookPath("pandastack-guest")
 	if err != nil {
-		return "", fmt.Errorf("pandastack-guest not found beside the pandastack binary or on PATH (run `make`)")
+		return "", fmt.Errorf("pandastack-guest not found beside the pandastack binary or on PATH (run scripts/setup, which builds bin/pandastack and bin/pandastack-guest, or pass --guest-agent PATH)")
 	}
 	return filepath.Abs(p)
 }
@@ -148,6 +151,13 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	ok := false
 	defer func() {
 		if !ok {
+			if s.cow != nil {
+				// Mounted by this start and used by nothing yet: a failed
+				// start leaves no loop mount behind.
+				if err := s.cow.Close(); err != nil {
+					log.Warn("unmount vm storage after a failed start", "err", err)
+				}
+			}
 			store.Close()
 		}
 	}()

@@ -38,6 +38,8 @@ type Guest struct {
 	ExecHook func(ctx context.Context, req pandastack.ExecRequest, stdin io.Reader, fn func(pandastack.ExecEvent) error) (pandastack.ExecResult, error)
 	// ReadHook, when set, serves ReadFile instead of the file system.
 	ReadHook func(ctx context.Context, path string, w io.Writer, start func(pandastack.FileInfo) error) error
+	// DialHook, when set, serves DialPort (a listener the test plays).
+	DialHook func(ctx context.Context, port int) (net.Conn, error)
 
 	mu      sync.Mutex
 	files   map[string]*node
@@ -622,10 +624,14 @@ func (g *Guest) Rename(_ context.Context, from, to string) error {
 	return nil
 }
 
-// DialPort: the fake has no network; every port refuses.
-func (g *Guest) DialPort(_ context.Context, port int) (net.Conn, error) {
+// DialPort: the fake has no network; every port refuses unless DialHook
+// is set.
+func (g *Guest) DialPort(ctx context.Context, port int) (net.Conn, error) {
 	if err := g.check(); err != nil {
 		return nil, err
+	}
+	if g.DialHook != nil {
+		return g.DialHook(ctx, port)
 	}
 	return nil, pandastack.Errorf(pandastack.ERefused, "nothing accepts connections on port %d in the sandbox (fake)", port)
 }
