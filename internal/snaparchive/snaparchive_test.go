@@ -266,9 +266,9 @@ func TestBrokenExportLeavesNothing(t *testing.T) {
 	diskKey := "snapshots/snap_bbb/files/disk.raw"
 	good := readObject(t, objects, diskKey)
 	cases := []struct {
-		name  string
+		name   string
 		break_ func()
-		want  string
+		want   string
 	}{
 		{"missing", func() { objects.Delete(ctx, diskKey) }, "disk.raw is missing"},
 		{"truncated", func() { objects.Put(ctx, diskKey, bytes.NewReader(good[:len(good)/2])) }, "disk.raw is truncated or corrupt"},
