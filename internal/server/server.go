@@ -23,6 +23,8 @@ import (
 	"github.com/pandastack/pandastack/internal/cowfs"
 	"github.com/pandastack/pandastack/internal/hostagent"
 	"github.com/pandastack/pandastack/internal/network"
+	"github.com/pandastack/pandastack/internal/objstore/objurl"
+	"github.com/pandastack/pandastack/internal/snaparchive"
 	"github.com/pandastack/pandastack/internal/store/sqlite"
 	"github.com/pandastack/pandastack/internal/templates"
 	"github.com/pandastack/pandastack/internal/vmm/qemu"
@@ -57,6 +59,11 @@ type Config struct {
 	DNSUpstreams []string
 	// MaxLivePerTeam caps each team's live sandboxes (0: no cap).
 	MaxLivePerTeam int
+	// ObjectStore is the object store's URL (file:///path or
+	// s3://bucket/prefix?endpoint=…; default file://DATA/objects). The
+	// server refuses to start when it does not answer. With s3, every new
+	// snapshot is exported there in the background.
+	ObjectStore string
 	Logger         *slog.Logger
 	// Ready, if set, is called with the listening address once serving.
 	Ready func(addr string)
@@ -74,6 +81,7 @@ type Server struct {
 	proxySecret []byte
 	probe       qemu.ProbeResult
 	cow         *cowfs.FS
+	archive     *snaparchive.Archive
 
 	mu     sync.Mutex
 	builds map[string]string // template → "building", "ready" or an error
@@ -152,6 +160,12 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		}
 		fmt.Fprintf(os.Stderr, "\nAdmin API key (also in %s):\n\n    %s\n\n", kp, key)
 	}
+	objURL := ObjectStoreURL(cfg.DataDir, cfg.ObjectStore)
+	objects, err := OpenObjectStore(ctx, objURL)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("object store", "url", objurl.Redact(objURL), "auto_export", objurl.Remote(objURL))
 	// Every VM file (templates, running VMs, snapshots, hibernated
 	// sandboxes) lives on one copy-on-write filesystem: they are copied
 	// by reflink.
@@ -182,6 +196,9 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	hcfg := hostagent.Config{Store: store, Templates: s.builder, Logger: log, PoolSize: cfg.PoolSize,
 		HibernateDir: filepath.Join(cow.Dir(), "hibernated"), SnapshotDir: filepath.Join(cow.Dir(), "snapshots"),
 		VolumeDir: filepath.Join(cow.Dir(), "volumes"), SpaceDirs: []string{cfg.DataDir}}
+	s.archive = snaparchive.New(snaparchive.Config{Objects: objects, Store: store, SnapshotDir: hcfg.SnapshotDir,
+		BootDir: filepath.Join(cfg.DataDir, "boot"), AutoExport: objurl.Remote(objURL), Logger: log})
+	hcfg.Archive = s.archive
 	if s.proxySecret, err = loadProxySecret(cfg.DataDir); err != nil {
 		return nil, err
 	}
@@ -275,7 +292,7 @@ func (s *Server) setBuild(name, st string) {
 func (s *Server) Handler() http.Handler {
 	return api.New(api.Config{Store: s.store, Engine: s.agent, Builder: s.builder, Logger: s.log,
 		MaxLiveSandboxesPerTeam: s.cfg.MaxLivePerTeam, SandboxDomain: s.cfg.SandboxDomain, Network: s.apiNetwork(),
-		ProxySecret: s.proxySecret}).Handler()
+		ProxySecret: s.proxySecret, Archive: s.archive}).Handler()
 }
 
 // Serve listens and serves until ctx is done, building the configured
@@ -309,6 +326,7 @@ func (s *Server) Serve(ctx context.Context) error {
 
 // Close stops the host agent (killing sandboxes when KillOnExit) and the store.
 func (s *Server) Close(ctx context.Context) error {
+	s.archive.Close()
 	err := s.agent.Close(ctx, s.cfg.KillOnExit)
 	if s.net != nil && s.cfg.KillOnExit {
 		err = errors.Join(err, s.net.Teardown(ctx))

@@ -46,8 +46,11 @@ type Config struct {
 	// VM processes (unprivileged) must be able to read it.
 	BootDir string
 	// Host is written on imported snapshots' records.
-	Host   string
-	Logger *slog.Logger
+	Host string
+	// AutoExport exports every new snapshot (Snapshotted) in the
+	// background: on for an object store off this host (S3).
+	AutoExport bool
+	Logger     *slog.Logger
 }
 
 // Archive exports and imports snapshots. Create it with New.
@@ -95,6 +98,14 @@ func (a *Archive) lock(id string) func() {
 
 // Key is the object key of snapshot id's export.
 func Key(id string) string { return snapshotsPrefix + id }
+
+// Snapshotted is told of each new, durable snapshot: with AutoExport it
+// is exported in the background.
+func (a *Archive) Snapshotted(sn pandastack.Snapshot) {
+	if a.cfg.AutoExport {
+		a.ExportInBackground(sn)
+	}
+}
 
 // ExportInBackground exports a new snapshot once it is durable, off the
 // caller's path; the outcome is recorded on the snapshot (object_key and
