@@ -64,7 +64,7 @@ type Config struct {
 	// server refuses to start when it does not answer. With s3, every new
 	// snapshot is exported there in the background.
 	ObjectStore string
-	Logger         *slog.Logger
+	Logger      *slog.Logger
 	// Ready, if set, is called with the listening address once serving.
 	Ready func(addr string)
 }
