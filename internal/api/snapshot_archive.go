@@ -13,8 +13,9 @@ type SnapshotArchive interface {
 	// record with object_key and exported_at set.
 	Export(ctx context.Context, snapshotID string) (pandastack.Snapshot, error)
 	// Import fetches the export at key, verifies it and records it as a
-	// snapshot of teamID (named name, or as exported when "").
-	Import(ctx context.Context, teamID, key, name string) (pandastack.Snapshot, error)
+	// snapshot of teamID (named name, or as exported when ""). Another
+	// team's export is not found unless anyTeam.
+	Import(ctx context.Context, teamID string, anyTeam bool, key, name string) (pandastack.Snapshot, error)
 }
 
 var errNoArchive = pandastack.Errorf(pandastack.EUnavailable, "this server has no object storage configured")
@@ -43,7 +44,8 @@ type importRequest struct {
 }
 
 // importSnapshot: POST /v1/snapshots {"object_key": "snapshots/snap_…"}
-// makes a snapshot of the caller's team from an export.
+// makes a snapshot of the caller's team from an export of that team; an
+// admin key may import any export (another server's teams differ).
 func (s *Server) importSnapshot(w http.ResponseWriter, r *http.Request) error {
 	var req importRequest
 	if err := decodeJSON(w, r, &req); err != nil {
@@ -60,7 +62,7 @@ func (s *Server) importSnapshot(w http.ResponseWriter, r *http.Request) error {
 	if s.cfg.Archive == nil {
 		return errNoArchive
 	}
-	sn, err := s.cfg.Archive.Import(r.Context(), caller(r).team.ID, req.ObjectKey, req.Name)
+	sn, err := s.cfg.Archive.Import(r.Context(), caller(r).team.ID, caller(r).key.Admin, req.ObjectKey, req.Name)
 	if err != nil {
 		return wrap(err, "import snapshot")
 	}

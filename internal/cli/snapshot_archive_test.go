@@ -36,12 +36,15 @@ func TestSnapshotExportImport(t *testing.T) {
 	if key != "snapshots/"+snap {
 		t.Fatalf("export printed %q", key)
 	}
-	r := run(t, env, env.OtherKey, "", "snapshot", "import", key).want(t, 0)
+	if r := run(t, env, env.OtherKey, "", "snapshot", "import", key).want(t, 1); !strings.Contains(r.stderr, "no exported snapshot") {
+		t.Fatalf("another team imported the export: %q", r.stderr)
+	}
+	r := run(t, env, env.Key, "", "snapshot", "import", key, "--name", "s2").want(t, 0)
 	// One server: the exported id is taken, so the import gets its own.
 	if got := strings.TrimSpace(r.stdout); !strings.HasPrefix(got, "snap_") || got == snap {
 		t.Fatalf("import printed %q", got)
 	}
-	if ls := run(t, env, env.OtherKey, "", "snapshot", "ls").want(t, 0); !strings.Contains(ls.stdout, "s1") {
+	if ls := run(t, env, env.Key, "", "snapshot", "ls").want(t, 0); !strings.Contains(ls.stdout, "s2") {
 		t.Fatalf("the importing team lists:\n%s", ls.stdout)
 	}
 	if r := run(t, env, env.Key, "", "snapshot", "import", "snapshots/snap_none").want(t, 1); !strings.Contains(r.stderr, "no exported snapshot") {

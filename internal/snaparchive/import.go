@@ -32,9 +32,11 @@ func NormalizeKey(key string) (string, error) {
 
 // Import fetches the export at key, verifies it and records it as a
 // snapshot of teamID, named name (the exported name when ""). It keeps the
-// exported id unless this server already has a snapshot with it. On any
-// failure nothing is left: no directory, no record.
-func (a *Archive) Import(ctx context.Context, teamID, key, name string) (pandastack.Snapshot, error) {
+// exported id unless this server already has a snapshot with it. Only an
+// export of teamID itself is found, unless anyTeam (an admin's import, as
+// from another server, whose team ids differ). On any failure nothing is
+// left: no directory, no record.
+func (a *Archive) Import(ctx context.Context, teamID string, anyTeam bool, key, name string) (pandastack.Snapshot, error) {
 	key, err := NormalizeKey(key)
 	if err != nil {
 		return pandastack.Snapshot{}, err
@@ -42,6 +44,9 @@ func (a *Archive) Import(ctx context.Context, teamID, key, name string) (pandast
 	m, err := a.readManifest(ctx, key)
 	if err != nil {
 		return pandastack.Snapshot{}, err
+	}
+	if m.Snapshot.TeamID != teamID && !anyTeam {
+		return pandastack.Snapshot{}, pandastack.Errorf(pandastack.ENotFound, "no exported snapshot at %q in the object store", key)
 	}
 	sn := m.Snapshot
 	sn.TeamID, sn.Host = teamID, a.cfg.Host

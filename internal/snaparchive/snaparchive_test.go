@@ -198,7 +198,7 @@ func TestExportFetchImport(t *testing.T) {
 			json.Unmarshal(b, &m)
 			os.RemoveAll(filepath.Dir(m["kernel"].(string)))
 			h2 := newHost(t, objects)
-			imp, err := h2.arch.Import(ctx, "team_b", "snapshots/snap_aaa", "")
+			imp, err := h2.arch.Import(ctx, "team_b", true, "snapshots/snap_aaa", "")
 			if err != nil {
 				t.Fatalf("Import: %v", err)
 			}
@@ -224,12 +224,16 @@ func TestExportFetchImport(t *testing.T) {
 			if m2["cmdline"] != "console=hvc0" {
 				t.Fatalf("machine.json lost fields: %v", m2)
 			}
+			// Without anyTeam, another team's export is not found.
+			if _, err := h2.arch.Import(ctx, "team_c", false, "snapshots/snap_aaa", ""); pandastack.ErrorCode(err) != pandastack.ENotFound {
+				t.Fatalf("import of another team's export: %v", err)
+			}
 			// Imported again into the same team: the name is taken.
-			if _, err := h2.arch.Import(ctx, "team_b", "snap_aaa", ""); pandastack.ErrorCode(err) != pandastack.EConflict {
+			if _, err := h2.arch.Import(ctx, "team_b", true, "snap_aaa", ""); pandastack.ErrorCode(err) != pandastack.EConflict {
 				t.Fatalf("second import under the same name: %v", err)
 			}
 			// Under another name it gets a new id (the old one is taken).
-			imp2, err := h2.arch.Import(ctx, "team_b", "snapshots/snap_aaa/manifest.json", "again")
+			imp2, err := h2.arch.Import(ctx, "team_b", true, "snapshots/snap_aaa/manifest.json", "again")
 			if err != nil || imp2.ID == imp.ID || imp2.Name != "again" {
 				t.Fatalf("import under a new name: %+v, %v", imp2, err)
 			}
@@ -283,7 +287,7 @@ func TestBrokenExportLeavesNothing(t *testing.T) {
 			c.break_()
 			defer objects.Put(ctx, diskKey, bytes.NewReader(good))
 			h2 := newHost(t, objects)
-			_, err := h2.arch.Import(ctx, "team_b", "snapshots/snap_bbb", "")
+			_, err := h2.arch.Import(ctx, "team_b", true, "snapshots/snap_bbb", "")
 			if pandastack.ErrorCode(err) != pandastack.EUnavailable || !strings.Contains(pandastack.ErrorMessage(err), c.want) {
 				t.Fatalf("Import = %v (%s), want %q", err, pandastack.ErrorCode(err), c.want)
 			}
@@ -315,7 +319,7 @@ func TestBrokenExportLeavesNothing(t *testing.T) {
 		state := readObject(t, objects, stateKey)
 		h2 := newHost(t, vanishing{Store: objects, on: "snapshots/snap_bbb/files/mem", gone: stateKey})
 		defer objects.Put(ctx, stateKey, bytes.NewReader(state))
-		_, err := h2.arch.Import(ctx, "team_b", "snapshots/snap_bbb", "")
+		_, err := h2.arch.Import(ctx, "team_b", true, "snapshots/snap_bbb", "")
 		if err == nil || !strings.Contains(pandastack.ErrorMessage(err), "state is missing") {
 			t.Fatalf("Import = %v", err)
 		}
@@ -324,7 +328,7 @@ func TestBrokenExportLeavesNothing(t *testing.T) {
 		}
 	})
 	t.Run("no such export", func(t *testing.T) {
-		_, err := a.arch.Import(ctx, "team_b", "snapshots/snap_nope", "")
+		_, err := a.arch.Import(ctx, "team_b", true, "snapshots/snap_nope", "")
 		if pandastack.ErrorCode(err) != pandastack.ENotFound {
 			t.Fatalf("Import = %v", err)
 		}
