@@ -69,7 +69,15 @@ func TestSnapshotsInObjectStorage(t *testing.T) {
 		}
 		return false
 	})
-	t.Logf("exported to %s at %v (%v after the snapshot)", exported.ObjectKey, exported.ExportedAt, exported.ExportedAt.Sub(sn.CreatedAt))
+	var stored int64
+	filepath.Walk(filepath.Join(g.Dir, "pandastack", "cluster", exported.ObjectKey), func(_ string, fi os.FileInfo, err error) error {
+		if err == nil && !fi.IsDir() {
+			stored += fi.Size()
+		}
+		return nil
+	})
+	t.Logf("exported to %s at %v (%v after the snapshot): %d MiB stored for a %d MiB snapshot",
+		exported.ObjectKey, exported.ExportedAt, exported.ExportedAt.Sub(sn.CreatedAt), stored>>20, sn.SizeBytes>>20)
 
 	check := func(t *testing.T, c *sdk.Client, snapshotID string) {
 		t.Helper()
