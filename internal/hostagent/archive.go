@@ -2,6 +2,7 @@ package hostagent
 
 import (
 	"context"
+	"os"
 
 	"github.com/pandastack/pandastack"
 	"github.com/pandastack/pandastack/internal/vmm"
@@ -21,6 +22,13 @@ type SnapshotArchive interface {
 // object storage first when they are gone and the snapshot was exported.
 func (a *Agent) loadSnapshot(ctx context.Context, sn pandastack.Snapshot) (vmm.Snapshot, error) {
 	snap, err := vmm.LoadSaved(a.snapDir(sn.ID))
+	if err == nil {
+		for _, f := range []string{snap.MemFile, snap.StateFile, snap.Disk} {
+			if _, serr := os.Stat(f); serr != nil {
+				err = serr
+			}
+		}
+	}
 	if err == nil || a.cfg.Archive == nil || sn.ObjectKey == "" {
 		return snap, err
 	}

@@ -59,6 +59,8 @@ func (a *Archive) Import(ctx context.Context, teamID string, anyTeam bool, key, 
 	}
 	if _, err := a.cfg.Store.GetSnapshot(ctx, sn.ID); err == nil {
 		sn.ID = "snap_" + randomHex(10)
+	} else if _, err := os.Stat(filepath.Join(a.cfg.SnapshotDir, sn.ID)); err == nil {
+		sn.ID = "snap_" + randomHex(10) // files without a record: not ours to replace
 	}
 	if list, err := a.cfg.Store.ListSnapshots(ctx, teamID); err == nil {
 		for _, o := range list {
@@ -88,12 +90,21 @@ func (a *Archive) Fetch(ctx context.Context, sn pandastack.Snapshot, dir string)
 		return pandastack.Errorf(pandastack.ENotFound, "snapshot %s has no files on this host and was never exported", sn.ID)
 	}
 	defer a.lock(sn.ID)()
-	if _, err := os.Stat(dir); err == nil {
-		return nil // fetched by a concurrent create
-	}
 	m, err := a.readManifest(ctx, sn.ObjectKey)
 	if err != nil {
 		return err
+	}
+	if complete(dir, m) {
+		return nil // fetched by a concurrent create
+	}
+	// Some files lost, not all: set the rest aside (swept at start if
+	// this process dies before removing it) and fetch the whole.
+	if _, err := os.Stat(dir); err == nil {
+		stale := dir + ".stale-" + randomHex(6) + ".tmp"
+		if err := os.Rename(dir, stale); err != nil {
+			return fmt.Errorf("set aside snapshot %s's remaining files: %w", sn.ID, err)
+		}
+		os.RemoveAll(stale)
 	}
 	start := time.Now()
 	if err := a.download(ctx, sn.ObjectKey, m, dir); err != nil {
@@ -101,6 +112,17 @@ func (a *Archive) Fetch(ctx context.Context, sn pandastack.Snapshot, dir string)
 	}
 	a.log.Info("snapshot fetched back from the object store", "snapshot", sn.ID, "key", sn.ObjectKey, "took", time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// complete reports whether dir holds every file of the manifest, at its size.
+func complete(dir string, m *Manifest) bool {
+	for _, f := range m.Files {
+		fi, err := os.Stat(filepath.Join(dir, f.Name))
+		if err != nil || fi.Size() != f.Size {
+			return false
+		}
+	}
+	return true
 }
 
 // download fetches every file of the export into a temporary directory

@@ -191,6 +191,16 @@ func TestExportFetchImport(t *testing.T) {
 			}
 			sameFiles(t, orig, dir)
 
+			// Only some files lost (the directory stays): fetched whole.
+			os.Remove(filepath.Join(dir, "mem"))
+			if err := a.arch.Fetch(ctx, rec, dir); err != nil {
+				t.Fatalf("Fetch with mem lost: %v", err)
+			}
+			sameFiles(t, orig, dir)
+			if ents, _ := os.ReadDir(a.snapDir); len(ents) != 1 {
+				t.Fatalf("the fetch left %d entries in the snapshot dir", len(ents))
+			}
+
 			// Another host: the snapshot lands in the importing team, its
 			// kernel and initrd fetched (the old paths do not exist there).
 			var m map[string]any
