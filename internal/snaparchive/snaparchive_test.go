@@ -92,15 +92,32 @@ func (h *host) makeSnapshot(t *testing.T, id, team string) pandastack.Snapshot {
 	return sn
 }
 
-// sameFiles compares two snapshot directories byte for byte (machine.json
-// aside) and checks the copy is still sparse.
-func sameFiles(t *testing.T, a, b string) {
+// sums are the SHA-256 and size of a snapshot's files (machine.json aside).
+type sums map[string]struct {
+	sum [32]byte
+	n   int64
+}
+
+func dirSums(t *testing.T, dir string) sums {
 	t.Helper()
+	out := sums{}
 	for _, name := range []string{"mem", "disk.raw", "state"} {
-		x, xn := fileSum(t, filepath.Join(a, name))
-		y, yn := fileSum(t, filepath.Join(b, name))
-		if x != y || xn != yn {
-			t.Fatalf("%s differs after the round trip (%d vs %d bytes)", name, xn, yn)
+		s, n := fileSum(t, filepath.Join(dir, name))
+		out[name] = struct {
+			sum [32]byte
+			n   int64
+		}{s, n}
+	}
+	return out
+}
+
+// sameFiles checks dir holds the files orig summed, byte for byte, and
+// that the disk is still sparse.
+func sameFiles(t *testing.T, orig sums, b string) {
+	t.Helper()
+	for name, got := range dirSums(t, b) {
+		if got != orig[name] {
+			t.Fatalf("%s differs after the round trip (%d vs %d bytes)", name, got.n, orig[name].n)
 		}
 	}
 	var st syscall.Stat_t
@@ -156,8 +173,8 @@ func TestExportFetchImport(t *testing.T) {
 			objects := open(t)
 			a := newHost(t, objects)
 			sn := a.makeSnapshot(t, "snap_aaa", "team_a")
-			orig := t.TempDir()
-			copyDir(t, filepath.Join(a.snapDir, sn.ID), orig)
+			orig := dirSums(t, filepath.Join(a.snapDir, sn.ID))
+			machine, _ := os.ReadFile(filepath.Join(a.snapDir, sn.ID, "machine.json"))
 
 			got, err := a.arch.Export(ctx, sn.ID)
 			if err != nil {
@@ -204,8 +221,7 @@ func TestExportFetchImport(t *testing.T) {
 			// Another host: the snapshot lands in the importing team, its
 			// kernel and initrd fetched (the old paths do not exist there).
 			var m map[string]any
-			b, _ := os.ReadFile(filepath.Join(orig, "machine.json"))
-			json.Unmarshal(b, &m)
+			json.Unmarshal(machine, &m)
 			os.RemoveAll(filepath.Dir(m["kernel"].(string)))
 			h2 := newHost(t, objects)
 			imp, err := h2.arch.Import(ctx, "team_b", true, "snapshots/snap_aaa", "")
@@ -219,7 +235,7 @@ func TestExportFetchImport(t *testing.T) {
 				t.Fatalf("not recorded: %+v %v", r, err)
 			}
 			sameFiles(t, orig, filepath.Join(h2.snapDir, imp.ID))
-			b, _ = os.ReadFile(filepath.Join(h2.snapDir, imp.ID, "machine.json"))
+			b, _ := os.ReadFile(filepath.Join(h2.snapDir, imp.ID, "machine.json"))
 			var m2 map[string]any
 			json.Unmarshal(b, &m2)
 			for _, role := range []string{"kernel", "initrd"} {
@@ -248,18 +264,6 @@ func TestExportFetchImport(t *testing.T) {
 				t.Fatalf("import under a new name: %+v, %v", imp2, err)
 			}
 		})
-	}
-}
-
-func copyDir(t *testing.T, from, to string) {
-	t.Helper()
-	ents, _ := os.ReadDir(from)
-	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join(from, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		os.WriteFile(filepath.Join(to, e.Name()), b, 0o600)
 	}
 }
 
