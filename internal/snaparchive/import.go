@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
+
 	"github.com/pandastack/pandastack"
 	"github.com/pandastack/pandastack/internal/objstore"
 )
@@ -175,7 +177,10 @@ func (a *Archive) getFile(ctx context.Context, objKey string, f File, path strin
 	defer out.Close()
 	h := sha256.New()
 	cr := &countReader{r: io.TeeReader(rc, h)}
-	size, err := decodeSparse(cr, out)
+	size, err := decode(cr, f.Encoding, out)
+	if err == nil {
+		_, err = io.Copy(io.Discard, cr) // the whole object is summed, trailing bytes too
+	}
 	exportKey := strings.SplitN(objKey, "/"+filesDir, 2)[0]
 	switch {
 	case err != nil && ctx.Err() != nil:
@@ -189,6 +194,23 @@ func (a *Archive) getFile(ctx context.Context, objKey string, f File, path strin
 			f.Name, size, cr.n, h.Sum(nil), f.Size, f.Stored, f.SHA256))
 	}
 	return out.Close()
+}
+
+// decode writes the file an object holds in encoding into out.
+func decode(r io.Reader, encoding string, out *os.File) (int64, error) {
+	if encoding == encodingSparse {
+		return decodeSparse(r, out)
+	}
+	zr, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true))
+	if err != nil {
+		return 0, err
+	}
+	defer zr.Close()
+	size, err := decodeSparse(zr, out)
+	if err != nil && !errors.Is(err, errCorrupt) && !errors.Is(err, context.Canceled) {
+		err = fmt.Errorf("%w: %v", errCorrupt, err) // a broken zstd stream
+	}
+	return size, err
 }
 
 type countReader struct {

@@ -46,7 +46,16 @@ type File struct {
 	Size   int64  `json:"size"`   // the file's size (holes included)
 	Stored int64  `json:"stored"` // the object's size
 	SHA256 string `json:"sha256"` // of the object
+	// Encoding is how the object holds the file: "sparse+zstd" (the
+	// sparse encoding, zstd-compressed) or "sparse".
+	Encoding string `json:"encoding"`
 }
+
+// Encodings of a file's object.
+const (
+	encodingSparse     = "sparse"
+	encodingSparseZstd = "sparse+zstd"
+)
 
 // Boot is a kernel or initrd the snapshot's machine names.
 type Boot struct {

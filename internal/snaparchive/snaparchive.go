@@ -30,6 +30,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
+
 	"github.com/pandastack/pandastack"
 	"github.com/pandastack/pandastack/internal/cowfs"
 	"github.com/pandastack/pandastack/internal/objstore"
@@ -208,13 +210,22 @@ func (a *Archive) putFile(ctx context.Context, path, key string) (File, error) {
 	pr, pw := io.Pipe()
 	h := sha256.New()
 	cw := &countWriter{w: io.MultiWriter(pw, h)}
-	go func() { pw.CloseWithError(encodeSparse(f, cw)) }()
+	go func() {
+		zw, err := zstd.NewWriter(cw, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
+		if err == nil {
+			err = encodeSparse(f, zw)
+			if cerr := zw.Close(); err == nil {
+				err = cerr
+			}
+		}
+		pw.CloseWithError(err)
+	}()
 	err = a.cfg.Objects.Put(ctx, key, pr)
 	pr.CloseWithError(errors.New("put ended")) // unblocks the encoder if Put stopped reading
 	if err != nil {
 		return File{}, fmt.Errorf("export %s: %w", filepath.Base(path), err)
 	}
-	return File{Name: filepath.Base(path), Size: fi.Size(), Stored: cw.n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
+	return File{Name: filepath.Base(path), Size: fi.Size(), Stored: cw.n, SHA256: hex.EncodeToString(h.Sum(nil)), Encoding: encodingSparseZstd}, nil
 }
 
 // removeExport deletes what a failed export stored (best effort); blobs
@@ -264,6 +275,9 @@ func (a *Archive) readManifest(ctx context.Context, key string) (*Manifest, erro
 		return nil, pandastack.Errorf(pandastack.EInvalid, "the export at %q has format %d; this server reads format %d", key, m.Format, formatVersion)
 	}
 	for _, f := range m.Files {
+		if f.Encoding != encodingSparse && f.Encoding != encodingSparseZstd {
+			return nil, pandastack.Errorf(pandastack.EInvalid, "the export at %q holds %s in an encoding this server does not read (%q)", key, f.Name, f.Encoding)
+		}
 		if f.Name == "" || f.Name != filepath.Base(f.Name) || f.Name == "." || f.Name == ".." || strings.ContainsAny(f.Name, "/\\") {
 			return nil, pandastack.Errorf(pandastack.EInvalid, "the manifest at %q names a bad file %q", key, f.Name)
 		}

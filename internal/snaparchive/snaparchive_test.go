@@ -290,10 +290,13 @@ func TestBrokenExportLeavesNothing(t *testing.T) {
 	}{
 		{"missing", func() { objects.Delete(ctx, diskKey) }, "disk.raw is missing"},
 		{"truncated", func() { objects.Put(ctx, diskKey, bytes.NewReader(good[:len(good)/2])) }, "disk.raw is truncated or corrupt"},
-		{"altered", func() {
+		{"a flipped bit", func() {
 			bad := bytes.Clone(good)
 			bad[len(bad)-100] ^= 1
 			objects.Put(ctx, diskKey, bytes.NewReader(bad))
+		}, "damaged (disk.raw"},
+		{"another file's object", func() {
+			objects.Put(ctx, diskKey, bytes.NewReader(readObject(t, objects, "snapshots/snap_bbb/files/state")))
 		}, "disk.raw does not match its checksum"},
 	}
 	for _, c := range cases {
