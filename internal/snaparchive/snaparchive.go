@@ -83,9 +83,6 @@ func (a *Archive) Close() {
 	a.bg.Wait()
 }
 
-// Objects is the store exports go to.
-func (a *Archive) Objects() objstore.Store { return a.cfg.Objects }
-
 func (a *Archive) lock(id string) func() {
 	a.mu.Lock()
 	l, ok := a.locks[id]
