@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
 	"time"
 
@@ -32,7 +31,7 @@ func OpenObjectStore(ctx context.Context, url string) (objstore.Store, error) {
 	cctx, cancel := context.WithTimeout(ctx, checkTimeout)
 	defer cancel()
 	if err := objects.Check(cctx); err != nil {
-		return nil, fmt.Errorf("object store %s: %w", objurl.Redact(url), err)
+		return nil, err // it names the store (without its secret)
 	}
 	return objects, nil
 }

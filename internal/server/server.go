@@ -131,6 +131,14 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	// VM processes run as unprivileged uids and must reach template files.
 	_ = os.Chmod(cfg.DataDir, 0o711)
+	// The object store first: a bad URL or credentials stop the start
+	// before anything is made.
+	objURL := ObjectStoreURL(cfg.DataDir, cfg.ObjectStore)
+	objects, err := OpenObjectStore(ctx, objURL)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("object store", "url", objurl.Redact(objURL), "auto_export", objurl.Remote(objURL))
 	store, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "pandastack.db"))
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
@@ -160,12 +168,6 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		}
 		fmt.Fprintf(os.Stderr, "\nAdmin API key (also in %s):\n\n    %s\n\n", kp, key)
 	}
-	objURL := ObjectStoreURL(cfg.DataDir, cfg.ObjectStore)
-	objects, err := OpenObjectStore(ctx, objURL)
-	if err != nil {
-		return nil, err
-	}
-	log.Info("object store", "url", objurl.Redact(objURL), "auto_export", objurl.Remote(objURL))
 	// Every VM file (templates, running VMs, snapshots, hibernated
 	// sandboxes) lives on one copy-on-write filesystem: they are copied
 	// by reflink.
