@@ -252,6 +252,8 @@ type Store interface {
 	// that name.
 	CreateSnapshot(ctx context.Context, s Snapshot) error
 	GetSnapshot(ctx context.Context, id string) (Snapshot, error)
+	// ListSnapshots lists a team's snapshots, oldest first; with teamID ""
+	// every team's.
 	ListSnapshots(ctx context.Context, teamID string) ([]Snapshot, error)
 	DeleteSnapshot(ctx context.Context, id string) error
 	// SetSnapshotExport records a snapshot's export: its object key and

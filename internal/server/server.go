@@ -223,6 +223,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		s.closeNetwork()
 		return nil, err
 	}
+	s.archive.ResumeExports(ctx)
 	ok = true
 	return s, nil
 }

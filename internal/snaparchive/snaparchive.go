@@ -106,6 +106,46 @@ func (a *Archive) Snapshotted(sn pandastack.Snapshot) {
 	}
 }
 
+// ResumeExports, with AutoExport, exports in the background (one at a
+// time) every snapshot on this host that is not exported: those a stop or
+// crash interrupted, and those whose export failed. The server calls it at
+// start.
+func (a *Archive) ResumeExports(ctx context.Context) {
+	if !a.cfg.AutoExport {
+		return
+	}
+	list, err := a.cfg.Store.ListSnapshots(ctx, "")
+	if err != nil {
+		a.log.Warn("list snapshots to export", "err", err)
+		return
+	}
+	var todo []string
+	for _, sn := range list {
+		if sn.ObjectKey != "" || sn.Host != a.cfg.Host {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(a.cfg.SnapshotDir, sn.ID)); err == nil {
+			todo = append(todo, sn.ID)
+		}
+	}
+	if len(todo) == 0 {
+		return
+	}
+	a.log.Info("exporting snapshots not exported yet", "count", len(todo))
+	a.bg.Add(1)
+	go func() {
+		defer a.bg.Done()
+		for _, id := range todo {
+			if _, err := a.Export(a.ctx, id); err != nil {
+				a.log.Warn("snapshot export failed", "snapshot", id, "objects", a.cfg.Objects.String(), "err", err)
+			}
+			if a.ctx.Err() != nil {
+				return
+			}
+		}
+	}()
+}
+
 // ExportInBackground exports a new snapshot once it is durable, off the
 // caller's path; the outcome is recorded on the snapshot (object_key and
 // exported_at, or export_error).

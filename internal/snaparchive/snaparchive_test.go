@@ -410,3 +410,44 @@ func (f failingPuts) Put(ctx context.Context, key string, r io.Reader) error {
 	}
 	return f.Store.Put(ctx, key, r)
 }
+
+// At start, with AutoExport, snapshots a stop interrupted (or whose export
+// failed) are exported; without it, nothing is.
+func TestResumeExports(t *testing.T) {
+	ctx := context.Background()
+	objects, err := file.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHost(t, objects)
+	pending := h.makeSnapshot(t, "snap_pending", "team_a")
+	failed := h.makeSnapshot(t, "snap_failed", "team_b")
+	h.store.SetSnapshotExport(ctx, failed.ID, "", time.Time{}, "object store unreachable")
+	h.makeSnapshot(t, "snap_gone", "team_a")
+	os.RemoveAll(filepath.Join(h.snapDir, "snap_gone")) // nothing to export
+
+	h.arch.ResumeExports(ctx) // AutoExport off
+	h.arch.Close()
+	if list, _ := objects.List(ctx, ""); len(list) != 0 {
+		t.Fatalf("without AutoExport %d objects were stored", len(list))
+	}
+	arch := snaparchive.New(snaparchive.Config{Objects: objects, Store: h.store, SnapshotDir: h.snapDir, AutoExport: true})
+	defer arch.Close()
+	arch.ResumeExports(ctx)
+	deadline := time.Now().Add(2 * time.Minute)
+	for _, id := range []string{pending.ID, failed.ID} {
+		for {
+			rec, _ := h.store.GetSnapshot(ctx, id)
+			if rec.ObjectKey == "snapshots/"+id && rec.ExportError == "" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s not exported: %+v", id, rec)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	if _, err := objects.Stat(ctx, "snapshots/snap_gone/manifest.json"); !objstore.IsNotFound(err) {
+		t.Fatalf("a snapshot without files was exported: %v", err)
+	}
+}

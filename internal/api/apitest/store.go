@@ -251,7 +251,7 @@ func (s *Store) ListSnapshots(_ context.Context, teamID string) ([]pandastack.Sn
 	defer s.mu.Unlock()
 	out := []pandastack.Snapshot{}
 	for _, sn := range s.snapshots() {
-		if sn.TeamID == teamID {
+		if teamID == "" || sn.TeamID == teamID {
 			out = append(out, sn)
 		}
 	}

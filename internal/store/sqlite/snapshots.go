@@ -49,9 +49,10 @@ func (s *Store) GetSnapshot(ctx context.Context, id string) (pandastack.Snapshot
 	return sn, nil
 }
 
-// ListSnapshots returns a team's snapshots, oldest first; never nil.
+// ListSnapshots returns a team's snapshots (every team's for ""), oldest
+// first; never nil.
 func (s *Store) ListSnapshots(ctx context.Context, teamID string) ([]pandastack.Snapshot, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT `+snapshotColumns+` FROM snapshots WHERE team_id = ? ORDER BY created_at, id`, teamID)
+	rows, err := s.r.QueryContext(ctx, `SELECT `+snapshotColumns+` FROM snapshots WHERE ? = '' OR team_id = ? ORDER BY created_at, id`, teamID, teamID)
 	if err != nil {
 		return nil, fmt.Errorf("list snapshots: %w", err)
 	}

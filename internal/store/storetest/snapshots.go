@@ -36,6 +36,11 @@ func (h *harness) snapshots(t *testing.T) {
 		if len(list) != 2 || list[0].ID != "snap_a" || list[1].ID != "snap_b" {
 			t.Errorf("team_1 lists %+v", list)
 		}
+		all, err := s.ListSnapshots(t.Context(), "")
+		mustNot(t, err, "list every team's snapshots")
+		if len(all) != 3 || all[0].ID != "snap_a" || all[1].ID != "snap_c" || all[2].ID != "snap_b" {
+			t.Errorf("every team lists %+v", all)
+		}
 		empty, err := s.ListSnapshots(t.Context(), "team_none")
 		mustNot(t, err, "list snapshots of an unknown team")
 		if empty == nil || len(empty) != 0 {
