@@ -161,6 +161,14 @@ type Snapshot struct {
 	Host       string    `json:"host"`
 	SizeBytes  int64     `json:"size_bytes"`
 	CreatedAt  time.Time `json:"created_at"`
+	// ObjectKey is where the snapshot is exported in object storage ("" if
+	// it is not), ExportedAt when the export finished; ExportError says
+	// why the last export failed. A snapshot with an ObjectKey can be
+	// imported on another server, and restored here after its local files
+	// are lost.
+	ObjectKey   string    `json:"object_key,omitempty"`
+	ExportedAt  time.Time `json:"exported_at,omitzero"`
+	ExportError string    `json:"export_error,omitempty"`
 }
 
 // Volume is a durable disk a team creates once and attaches to sandboxes at
@@ -260,8 +268,13 @@ type Store interface {
 	// that name.
 	CreateSnapshot(ctx context.Context, s Snapshot) error
 	GetSnapshot(ctx context.Context, id string) (Snapshot, error)
+	// ListSnapshots lists a team's snapshots, oldest first; with teamID ""
+	// every team's.
 	ListSnapshots(ctx context.Context, teamID string) ([]Snapshot, error)
 	DeleteSnapshot(ctx context.Context, id string) error
+	// SetSnapshotExport records a snapshot's export: its object key and
+	// time, or (exportErr != "") why it failed. ENotFound if it is gone.
+	SetSnapshotExport(ctx context.Context, id, objectKey string, exportedAt time.Time, exportErr string) error
 
 	// CreateVolume fails with EConflict when the team has a volume of that
 	// name.

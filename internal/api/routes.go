@@ -59,6 +59,8 @@ var routeTable = []route{
 	{"GET", "/v1/snapshots", team, (*Server).listSnapshots},
 	{"GET", "/v1/snapshots/{id}", team, (*Server).getSnapshot},
 	{"DELETE", "/v1/snapshots/{id}", team, (*Server).deleteSnapshot},
+	{"POST", "/v1/snapshots", team, (*Server).importSnapshot},
+	{"POST", "/v1/snapshots/{id}/export", team, (*Server).exportSnapshot},
 	{"POST", "/v1/volumes", team, (*Server).createVolume},
 	{"GET", "/v1/volumes", team, (*Server).listVolumes},
 	{"GET", "/v1/volumes/{id}", team, (*Server).getVolume},

@@ -64,6 +64,9 @@ type Config struct {
 	Network Network
 	// ProxySecret signs port URLs (?ps_token=); empty: no signed URLs.
 	ProxySecret []byte
+	// Archive exports snapshots to object storage and imports them (nil:
+	// those routes answer 503).
+	Archive SnapshotArchive
 }
 
 // Server serves the API. Create it with New.

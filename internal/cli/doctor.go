@@ -26,6 +26,7 @@ func runDoctor(ctx context.Context, s *streams, args []string) int {
 	fs.SetOutput(s.err)
 	dataDir := fs.String("data-dir", "/var/lib/pandastack", "the server's data directory (the probe uses its kernel cache)")
 	cacheDir := fs.String("cache-dir", "", "the server's build cache, if not DATA/cache")
+	objStore := fs.String("object-store", os.Getenv("PANDASTACK_OBJECT_STORE"), "the server's --object-store URL (default file://DATA/objects)")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0
@@ -77,6 +78,7 @@ func runDoctor(ctx context.Context, s *streams, args []string) int {
 	} else {
 		note("/dev/kvm", fmt.Sprintf("unusable (%v)", err))
 	}
+	checkObjectStore(ctx, check, *dataDir, *objStore)
 	if failed || agent == "" {
 		fmt.Fprintln(s.out, "\nfix the failures above, then run doctor again")
 		return 1

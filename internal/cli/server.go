@@ -32,6 +32,7 @@ func runServer(ctx context.Context, s *streams, args []string) int {
 	fs.StringVar(&cfg.NetworkPool, "network-pool", "", "IPv4 range of the host-side transit addresses (default 10.223.0.0/16)")
 	fs.StringVar(&dnsUpstream, "dns-upstream", "", "DNS servers (host:port, comma separated) sandboxes' queries go to (default: the host's /etc/resolv.conf; env PANDASTACK_DNS_UPSTREAM)")
 	fs.StringVar(&cfg.EgressDefaultDeny, "egress-default-deny", network.DefaultEgressDeny, "what sandboxes may not reach unless their policy's allow_cidrs names it: IPv4 CIDRs and link-local, private, shared, host (the host's own networks), comma separated; none for nothing")
+	fs.StringVar(&cfg.ObjectStore, "object-store", "", "object storage for snapshot exports: file:///PATH or s3://BUCKET/PREFIX?endpoint=URL&region=R (credentials: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or KEY:SECRET@); s3 exports every new snapshot (default file://DATA/objects; env PANDASTACK_OBJECT_STORE)")
 	fs.StringVar(&cfg.AgentPath, "guest-agent", "", "path of pandastack-guest (default: beside this binary)")
 	fs.StringVar(&level, "log-level", "info", "debug, info, warn or error")
 	fs.Usage = func() {
@@ -54,6 +55,9 @@ func runServer(ctx context.Context, s *streams, args []string) int {
 		if t = strings.TrimSpace(t); t != "" {
 			cfg.Templates = append(cfg.Templates, t)
 		}
+	}
+	if cfg.ObjectStore == "" {
+		cfg.ObjectStore = os.Getenv("PANDASTACK_OBJECT_STORE")
 	}
 	if dnsUpstream == "" {
 		dnsUpstream = os.Getenv("PANDASTACK_DNS_UPSTREAM")

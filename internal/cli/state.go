@@ -82,6 +82,8 @@ func snapshotCommands() []command {
 	return []command{
 		{"ls", "list the team's snapshots", runSnapshotList},
 		{"delete", "delete a snapshot (sandboxes made from it are not affected)", runSnapshotDelete},
+		{"export", "export a snapshot to the server's object storage", runSnapshotExport},
+		{"import", "make a snapshot from an export in object storage", runSnapshotImport},
 	}
 }
 

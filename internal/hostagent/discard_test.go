@@ -58,6 +58,7 @@ func TestSweepRemovesLeftovers(t *testing.T) {
 	for _, d := range []string{
 		filepath.Join(hib, "sbx_keep"), filepath.Join(hib, "sbx_2.tmp"), filepath.Join(hib, discardPrefix+"sbx_3-abc"),
 		filepath.Join(snaps, "snap_keep"), filepath.Join(snaps, forkPrefix+"123"), filepath.Join(snaps, "snap_4.tmp"),
+		filepath.Join(snaps, "snap_5.import-0a1b2c.tmp"), // an import or fetch a crash interrupted (snaparchive)
 	} {
 		writeTree(t, d)
 	}

@@ -54,6 +54,8 @@ type Config struct {
 	SpaceDirs []string
 	// Network, if set, holds sandboxes' network policies.
 	Network Network
+	// Archive, if set, keeps snapshots in object storage too (archive.go).
+	Archive SnapshotArchive
 }
 
 // Agent is the host agent.

@@ -12,7 +12,6 @@ import (
 
 	"github.com/pandastack/pandastack"
 	"github.com/pandastack/pandastack/internal/cowfs"
-	"github.com/pandastack/pandastack/internal/vmm"
 )
 
 // snapDir is where a snapshot's state and disk are kept.
@@ -72,6 +71,9 @@ func (a *Agent) Snapshot(ctx context.Context, id, name string) (pandastack.Snaps
 		return pandastack.Snapshot{}, err
 	}
 	a.log.Info("sandbox snapshot", "sandbox", id, "snapshot", sn.ID, "name", sn.Name, "bytes", sn.SizeBytes)
+	if a.cfg.Archive != nil {
+		a.cfg.Archive.Snapshotted(sn)
+	}
 	return sn, nil
 }
 
@@ -95,8 +97,12 @@ func (a *Agent) createFromSnapshot(ctx context.Context, req pandastack.CreateReq
 	}
 	// A snapshot holds everything it restores from (memory, disk, device
 	// state, machine): it outlives rebuilds and deletions of its template.
-	snap, err := vmm.LoadSaved(a.snapDir(sn.ID))
+	snap, err := a.loadSnapshot(ctx, sn)
 	if err != nil {
+		var pe *pandastack.Error
+		if errors.As(err, &pe) {
+			return pandastack.Sandbox{}, err // the archive's: unreachable, damaged export
+		}
 		return pandastack.Sandbox{}, pandastack.Errorf(pandastack.ENotFound, "snapshot %s has no files on this host", sn.ID)
 	}
 	tpl := pandastack.Template{Name: sn.Template, ID: sn.TemplateID}

@@ -23,7 +23,9 @@ import (
 	"github.com/pandastack/pandastack/internal/cowfs"
 	"github.com/pandastack/pandastack/internal/hostagent"
 	"github.com/pandastack/pandastack/internal/network"
+	"github.com/pandastack/pandastack/internal/objstore/objurl"
 	"github.com/pandastack/pandastack/internal/quotas"
+	"github.com/pandastack/pandastack/internal/snaparchive"
 	"github.com/pandastack/pandastack/internal/store/sqlite"
 	"github.com/pandastack/pandastack/internal/templates"
 	"github.com/pandastack/pandastack/internal/vmm/qemu"
@@ -63,7 +65,12 @@ type Config struct {
 	// the other default quotas are quotas.Defaults. Admins change any of
 	// them per team (PUT /v1/teams/{team}/quotas).
 	MaxLivePerTeam int
-	Logger         *slog.Logger
+	// ObjectStore is the object store's URL (file:///path or
+	// s3://bucket/prefix?endpoint=…; default file://DATA/objects). The
+	// server refuses to start when it does not answer. With s3, every new
+	// snapshot is exported there in the background.
+	ObjectStore string
+	Logger      *slog.Logger
 	// Ready, if set, is called with the listening address once serving.
 	Ready func(addr string)
 }
@@ -80,6 +87,7 @@ type Server struct {
 	proxySecret []byte
 	probe       qemu.ProbeResult
 	cow         *cowfs.FS
+	archive     *snaparchive.Archive
 
 	// quotas holds every team's limits; the API and (later) the sandbox
 	// service reserve through it.
@@ -133,6 +141,14 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	// VM processes run as unprivileged uids and must reach template files.
 	_ = os.Chmod(cfg.DataDir, 0o711)
+	// The object store first: a bad URL or credentials stop the start
+	// before anything is made.
+	objURL := ObjectStoreURL(cfg.DataDir, cfg.ObjectStore)
+	objects, err := OpenObjectStore(ctx, objURL)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("object store", "url", objurl.Redact(objURL), "auto_export", objurl.Remote(objURL))
 	store, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "pandastack.db"))
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
@@ -200,6 +216,9 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	hcfg := hostagent.Config{Store: store, Templates: s.builder, Logger: log, PoolSize: cfg.PoolSize,
 		HibernateDir: filepath.Join(cow.Dir(), "hibernated"), SnapshotDir: filepath.Join(cow.Dir(), "snapshots"),
 		VolumeDir: filepath.Join(cow.Dir(), "volumes"), SpaceDirs: []string{cfg.DataDir}}
+	s.archive = snaparchive.New(snaparchive.Config{Objects: objects, Store: store, SnapshotDir: hcfg.SnapshotDir,
+		BootDir: filepath.Join(cfg.DataDir, "boot"), AutoExport: objurl.Remote(objURL), Logger: log})
+	hcfg.Archive = s.archive
 	if s.proxySecret, err = loadProxySecret(cfg.DataDir); err != nil {
 		return nil, err
 	}
@@ -222,6 +241,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		s.closeNetwork()
 		return nil, err
 	}
+	s.archive.ResumeExports(ctx)
 	ok = true
 	return s, nil
 }
@@ -293,7 +313,7 @@ func (s *Server) setBuild(name, st string) {
 func (s *Server) Handler() http.Handler {
 	return api.New(api.Config{Store: s.store, Engine: s.agent, Builder: s.builder, Logger: s.log,
 		Quotas: s.quotas, SandboxDomain: s.cfg.SandboxDomain, Network: s.apiNetwork(),
-		ProxySecret: s.proxySecret}).Handler()
+		ProxySecret: s.proxySecret, Archive: s.archive}).Handler()
 }
 
 // Serve listens and serves until ctx is done, building the configured
@@ -327,6 +347,7 @@ func (s *Server) Serve(ctx context.Context) error {
 
 // Close stops the host agent (killing sandboxes when KillOnExit) and the store.
 func (s *Server) Close(ctx context.Context) error {
+	s.archive.Close()
 	err := s.agent.Close(ctx, s.cfg.KillOnExit)
 	if s.net != nil && s.cfg.KillOnExit {
 		err = errors.Join(err, s.net.Teardown(ctx))

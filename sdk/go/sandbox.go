@@ -232,6 +232,37 @@ type SnapshotInfo struct {
 	Host       string    `json:"host"`
 	SizeBytes  int64     `json:"size_bytes"`
 	CreatedAt  time.Time `json:"created_at"`
+	// ObjectKey is where the snapshot is exported in object storage (""
+	// until it is); ImportSnapshot takes it. ExportedAt is when;
+	// ExportError why the last export failed.
+	ObjectKey   string    `json:"object_key,omitempty"`
+	ExportedAt  time.Time `json:"exported_at,omitzero"`
+	ExportError string    `json:"export_error,omitempty"`
+}
+
+// ExportSnapshot exports a snapshot to the server's object storage and
+// returns it with ObjectKey set; an exported one answers at once.
+func (c *Client) ExportSnapshot(ctx context.Context, id string) (*SnapshotInfo, error) {
+	sn := &SnapshotInfo{}
+	if err := c.do(ctx, request{method: "POST", path: "/v1/snapshots/" + url.PathEscape(id) + "/export"}, sn); err != nil {
+		return nil, err
+	}
+	return sn, nil
+}
+
+// ImportSnapshot makes a snapshot of the caller's team from the export at
+// key (an ObjectKey, also another server's), verified; name "" keeps the
+// exported name.
+func (c *Client) ImportSnapshot(ctx context.Context, key, name string) (*SnapshotInfo, error) {
+	sn := &SnapshotInfo{}
+	body := map[string]string{"object_key": key}
+	if name != "" {
+		body["name"] = name
+	}
+	if err := c.do(ctx, request{method: "POST", path: "/v1/snapshots", body: body}, sn); err != nil {
+		return nil, err
+	}
+	return sn, nil
 }
 
 // Snapshot saves the running sandbox whole (memory, processes, disk) under

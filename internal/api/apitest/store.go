@@ -252,11 +252,24 @@ func (s *Store) ListSnapshots(_ context.Context, teamID string) ([]pandastack.Sn
 	defer s.mu.Unlock()
 	out := []pandastack.Snapshot{}
 	for _, sn := range s.snapshots() {
-		if sn.TeamID == teamID {
+		if teamID == "" || sn.TeamID == teamID {
 			out = append(out, sn)
 		}
 	}
 	return out, nil
+}
+
+// SetSnapshotExport records a snapshot's export.
+func (s *Store) SetSnapshotExport(_ context.Context, id, objectKey string, exportedAt time.Time, exportErr string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sn, ok := s.snapshots()[id]
+	if !ok {
+		return pandastack.Errorf(pandastack.ENotFound, "snapshot %s not found", id)
+	}
+	sn.ObjectKey, sn.ExportedAt, sn.ExportError = objectKey, exportedAt, exportErr
+	s.snapshots()[id] = sn
+	return nil
 }
 
 func (s *Store) DeleteSnapshot(_ context.Context, id string) error {
