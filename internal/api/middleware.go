@@ -7,8 +7,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"os"
 	"runtime/debug"
 	"time"
 
@@ -54,6 +56,7 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 		r = r.WithContext(context.WithValue(r.Context(), requestKey, st))
 		rec := &recorder{ResponseWriter: w}
 		rec.Header().Set(RequestIDHeader, st.id)
+		s.boundBody(rec, r)
 
 		defer func() {
 			if v := recover(); v != nil {
@@ -185,4 +188,41 @@ func noWriteDeadline(w http.ResponseWriter) {
 // noReadDeadline lifts the server's read timeout for a long upload.
 func noReadDeadline(w http.ResponseWriter) {
 	http.NewResponseController(w).SetReadDeadline(time.Time{})
+}
+
+// boundBody gives the request's body BodyReadTimeout to arrive: a client
+// that sends headers and then trickles (or stops) is cut off instead of
+// holding a connection and a goroutine. The deadline is lifted once the
+// body has been read to its end, so that it cannot cancel a long response
+// (the server watches the connection for a close after the body, and a
+// read deadline there would end the request); streaming uploads lift it
+// themselves (noReadDeadline).
+func (s *Server) boundBody(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.BodyReadTimeout < 0 || r.Body == nil || r.Body == http.NoBody {
+		return
+	}
+	rc := http.NewResponseController(w)
+	if rc.SetReadDeadline(time.Now().Add(s.cfg.BodyReadTimeout)) != nil {
+		return
+	}
+	r.Body = &boundedBody{ReadCloser: r.Body, rc: rc, limit: s.cfg.BodyReadTimeout}
+}
+
+type boundedBody struct {
+	io.ReadCloser
+	rc    *http.ResponseController
+	limit time.Duration
+	done  bool
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	switch {
+	case err == io.EOF && !b.done:
+		b.done = true
+		_ = b.rc.SetReadDeadline(time.Time{})
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return n, pandastack.Errorf(pandastack.EInvalid, "the request body did not arrive within %s", b.limit)
+	}
+	return n, err
 }

@@ -25,6 +25,7 @@ const (
 	DefaultMaxTTL            = 24 * time.Hour
 	DefaultTTL               = 5 * time.Minute
 	DefaultMaxBufferedOutput = 16 << 20
+	DefaultBodyReadTimeout   = time.Minute
 )
 
 // maxJSONBody bounds the body of every JSON request.
@@ -54,6 +55,18 @@ type Config struct {
 	Network Network
 	// ProxySecret signs port URLs (?ps_token=); empty: no signed URLs.
 	ProxySecret []byte
+	// Hosts serves sandbox ports and registered hostnames; nil: a
+	// router.HTTPRouter for sandbox ports built from this Config.
+	Hosts HostRouter
+	// BodyReadTimeout bounds reading a request's body (default 1m; below
+	// 0: no bound): a client that stops sending holds its connection no
+	// longer. Streaming uploads (files, build contexts, proxied requests)
+	// lift it; the deadline is lifted once the body is read, so a long
+	// streamed response is never cut.
+	BodyReadTimeout time.Duration
+	// CACert is the PEM certificate of the server's CA, served at
+	// GET /v1/ca.pem; nil: that route answers 404.
+	CACert []byte
 }
 
 // Server serves the API. Create it with New.
@@ -81,6 +94,9 @@ func New(cfg Config) *Server {
 	}
 	if cfg.DefaultTTL > cfg.MaxTTL {
 		cfg.DefaultTTL = cfg.MaxTTL
+	}
+	if cfg.BodyReadTimeout == 0 {
+		cfg.BodyReadTimeout = DefaultBodyReadTimeout
 	}
 	if cfg.MaxBufferedOutput <= 0 {
 		cfg.MaxBufferedOutput = DefaultMaxBufferedOutput

@@ -45,6 +45,7 @@ func init() {
 		group("volume", "create, list and delete durable volumes", volumeCommands),
 		group("keys", "create API keys (admin)", keysCommands),
 		group("template", "list and build templates", templateCommands),
+		{"ca", "print the server's CA certificate (trust it for the TLS listener)", runCA},
 		{"version", "print the version", runVersion},
 		{"help", "show help for a command", runHelp},
 

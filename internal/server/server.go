@@ -20,9 +20,11 @@ import (
 
 	"github.com/pandastack/pandastack"
 	"github.com/pandastack/pandastack/internal/api"
+	"github.com/pandastack/pandastack/internal/ca"
 	"github.com/pandastack/pandastack/internal/cowfs"
 	"github.com/pandastack/pandastack/internal/hostagent"
 	"github.com/pandastack/pandastack/internal/network"
+	"github.com/pandastack/pandastack/internal/router"
 	"github.com/pandastack/pandastack/internal/store/sqlite"
 	"github.com/pandastack/pandastack/internal/templates"
 	"github.com/pandastack/pandastack/internal/vmm/qemu"
@@ -57,6 +59,15 @@ type Config struct {
 	DNSUpstreams []string
 	// MaxLivePerTeam caps each team's live sandboxes (0: no cap).
 	MaxLivePerTeam int
+	// TLSListen, when set, is the address of the SNI listener: TLS for
+	// names under SandboxDomain, terminated with the server's CA (or passed
+	// through, per route). Empty: no TLS listener.
+	TLSListen string
+	// MaxConnsPerClient caps the connections one client address holds on
+	// each listener (0: DefaultMaxConnsPerClient; below 0: no cap).
+	MaxConnsPerClient int
+	// TLSReady, if set, is called with the TLS listener's address.
+	TLSReady func(addr string)
 	Logger         *slog.Logger
 	// Ready, if set, is called with the listening address once serving.
 	Ready func(addr string)
@@ -74,6 +85,13 @@ type Server struct {
 	proxySecret []byte
 	probe       qemu.ProbeResult
 	cow         *cowfs.FS
+	// ca issues the TLS listener's certificates (nil if it could not be
+	// opened and no TLS listener needs it).
+	ca *ca.CA
+	// routes is the table services register hostnames in; hosts serves
+	// HTTP for sandbox ports and those hostnames.
+	routes *router.Table
+	hosts  *router.HTTPRouter
 
 	mu     sync.Mutex
 	builds map[string]string // template → "building", "ready" or an error
@@ -134,7 +152,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("protect database: %w", err)
 		}
 	}
-	s := &Server{cfg: cfg, log: log, store: store, builds: map[string]string{}}
+	s := &Server{cfg: cfg, log: log, store: store, builds: map[string]string{}, routes: router.NewTable()}
 	ok := false
 	defer func() {
 		if !ok {
@@ -185,6 +203,9 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	if s.proxySecret, err = loadProxySecret(cfg.DataDir); err != nil {
 		return nil, err
 	}
+	if err := s.openCA(); err != nil {
+		return nil, err
+	}
 	if s.net, err = openNetwork(ctx, cfg); err != nil {
 		return nil, err
 	}
@@ -199,6 +220,8 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	s.builder.UseDriver(drv)
 	hcfg.Driver = drv
 	s.agent = hostagent.New(hcfg)
+	s.hosts = router.NewHTTP(router.HTTPConfig{Domain: s.domain(), Table: s.routes, Sandboxes: store, Guests: s.agent,
+		Policies: s.routerPolicies(), Secret: s.proxySecret, Logger: log})
 	if err := s.agent.Start(ctx); err != nil {
 		drv.Close()
 		s.closeNetwork()
@@ -275,8 +298,12 @@ func (s *Server) setBuild(name, st string) {
 func (s *Server) Handler() http.Handler {
 	return api.New(api.Config{Store: s.store, Engine: s.agent, Builder: s.builder, Logger: s.log,
 		MaxLiveSandboxesPerTeam: s.cfg.MaxLivePerTeam, SandboxDomain: s.cfg.SandboxDomain, Network: s.apiNetwork(),
-		ProxySecret: s.proxySecret}).Handler()
+		ProxySecret: s.proxySecret, Hosts: s.hosts, CACert: s.caPEM()}).Handler()
 }
+
+// Routes is the route table services register hostnames in (the HTTP
+// router and the TLS listener read it).
+func (s *Server) Routes() *router.Table { return s.routes }
 
 // Serve listens and serves until ctx is done, building the configured
 // templates in the background; then it shuts down.
@@ -286,7 +313,23 @@ func (s *Server) Serve(ctx context.Context) error {
 		s.Close(context.Background())
 		return fmt.Errorf("listen: %w", err)
 	}
-	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	ln = router.LimitPerClient(ln, s.maxConnsPerClient())
+	h := s.Handler()
+	srv := newHTTPServer(h, defaultLimits, s.log)
+	stopTLS := func() {}
+	if s.cfg.TLSListen != "" {
+		addr, stop, err := s.serveTLS(h)
+		if err != nil {
+			ln.Close()
+			s.Close(context.Background())
+			return err
+		}
+		stopTLS = stop
+		s.log.Info("serving TLS", "addr", addr, "domain", s.domain(), "ca", s.ca.CertPath())
+		if s.cfg.TLSReady != nil {
+			s.cfg.TLSReady(addr)
+		}
+	}
 	bctx, cancelBuilds := context.WithCancel(ctx)
 	defer cancelBuilds()
 	go func() { _ = s.BuildTemplates(bctx, s.cfg.Templates) }()
@@ -303,6 +346,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		_ = srv.Shutdown(sctx)
 		cancel()
 	}
+	stopTLS()
 	cancelBuilds()
 	return errors.Join(err, s.Close(context.Background()))
 }
