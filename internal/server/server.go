@@ -68,7 +68,7 @@ type Config struct {
 	MaxConnsPerClient int
 	// TLSReady, if set, is called with the TLS listener's address.
 	TLSReady func(addr string)
-	Logger         *slog.Logger
+	Logger   *slog.Logger
 	// Ready, if set, is called with the listening address once serving.
 	Ready func(addr string)
 }
