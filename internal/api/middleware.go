@@ -191,37 +191,31 @@ func noReadDeadline(w http.ResponseWriter) {
 }
 
 // boundBody gives the request's body BodyReadTimeout to arrive: a client
-// that sends headers and then trickles (or stops) is cut off instead of
-// holding a connection and a goroutine. The deadline is lifted once the
-// body has been read to its end, so that it cannot cancel a long response
-// (the server watches the connection for a close after the body, and a
-// read deadline there would end the request); streaming uploads lift it
-// themselves (noReadDeadline).
+// that sends headers and then trickles (or stops) gets a 400 and is let go
+// instead of holding a connection and a goroutine. It is a deadline on the
+// connection's reads, not on the request's context: net/http clears it once
+// the body has been read (then it watches the connection for a close), so
+// a long streamed response is never cut. Streaming uploads lift it
+// themselves (noReadDeadline), as the router does for proxied requests.
 func (s *Server) boundBody(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.BodyReadTimeout < 0 || r.Body == nil || r.Body == http.NoBody {
 		return
 	}
-	rc := http.NewResponseController(w)
-	if rc.SetReadDeadline(time.Now().Add(s.cfg.BodyReadTimeout)) != nil {
+	if http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.cfg.BodyReadTimeout)) != nil {
 		return
 	}
-	r.Body = &boundedBody{ReadCloser: r.Body, rc: rc, limit: s.cfg.BodyReadTimeout}
+	r.Body = &boundedBody{ReadCloser: r.Body, limit: s.cfg.BodyReadTimeout}
 }
 
+// boundedBody says why a read failed when the body deadline passed.
 type boundedBody struct {
 	io.ReadCloser
-	rc    *http.ResponseController
 	limit time.Duration
-	done  bool
 }
 
 func (b *boundedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	switch {
-	case err == io.EOF && !b.done:
-		b.done = true
-		_ = b.rc.SetReadDeadline(time.Time{})
-	case errors.Is(err, os.ErrDeadlineExceeded):
+	if errors.Is(err, os.ErrDeadlineExceeded) {
 		return n, pandastack.Errorf(pandastack.EInvalid, "the request body did not arrive within %s", b.limit)
 	}
 	return n, err

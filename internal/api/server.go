@@ -61,8 +61,8 @@ type Config struct {
 	// BodyReadTimeout bounds reading a request's body (default 1m; below
 	// 0: no bound): a client that stops sending holds its connection no
 	// longer. Streaming uploads (files, build contexts, proxied requests)
-	// lift it; the deadline is lifted once the body is read, so a long
-	// streamed response is never cut.
+	// lift it; it ends with the body, so a long streamed response is never
+	// cut.
 	BodyReadTimeout time.Duration
 	// CACert is the PEM certificate of the server's CA, served at
 	// GET /v1/ca.pem; nil: that route answers 404.
