@@ -49,8 +49,10 @@ func startTLS(t *testing.T, preambles ...router.Preamble) *tlsEnv {
 	})}
 	go srv.Serve(httpLn)
 	e.ln = router.NewTLS(tcp, router.TLSConfig{
-		Table:     e.table,
-		HTTPHost:  func(name string) bool { return strings.HasSuffix(name, ".sandbox.test") && strings.HasPrefix(name, "8000-") },
+		Table: e.table,
+		HTTPHost: func(name string) bool {
+			return strings.HasSuffix(name, ".sandbox.test") && strings.HasPrefix(name, "8000-")
+		},
 		ServeHTTP: func(c *tls.Conn) { httpLn.Put(c) },
 		Certs:     c,
 		Preambles: preambles,
