@@ -33,6 +33,9 @@ const (
 	caLifetime   = 10 * 365 * 24 * time.Hour
 	leafLifetime = 90 * 24 * time.Hour
 	leafRenew    = 24 * time.Hour
+	// maxLeaves bounds the cache: clients choose the names (any
+	// PORT-ID label under the domain), so it must not grow without end.
+	maxLeaves = 4096
 )
 
 // File names under the CA's directory.
@@ -48,6 +51,10 @@ type CA struct {
 	key     crypto.Signer
 	certPEM []byte
 	domains []string
+
+	// leafKey is the key of every leaf this process issues: it lives in
+	// memory only, and issuing a leaf costs one signature, not a key.
+	leafKey *ecdsa.PrivateKey
 
 	mu     sync.Mutex
 	leaves map[string]*tls.Certificate
@@ -75,6 +82,9 @@ func Open(dir string, domains []string) (*CA, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if c.leafKey, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader); err != nil {
+		return nil, fmt.Errorf("generate leaf key: %w", err)
 	}
 	for _, d := range ds {
 		if !c.covers(d) {
@@ -190,6 +200,12 @@ func (c *CA) Certificate(name string) (*tls.Certificate, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(c.leaves) >= maxLeaves {
+		for n := range c.leaves { // any one: it is issued again if asked for
+			delete(c.leaves, n)
+			break
+		}
+	}
 	c.leaves[name] = l
 	return l, nil
 }
@@ -208,10 +224,7 @@ func (c *CA) issues(name string) bool {
 }
 
 func (c *CA) issue(name string) (*tls.Certificate, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, fmt.Errorf("generate key for %s: %w", name, err)
-	}
+	key := c.leafKey
 	now := time.Now()
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(),

@@ -2,6 +2,7 @@ package ca_test
 
 import (
 	"bytes"
+	"fmt"
 	"crypto/x509"
 	"encoding/pem"
 	"os"
@@ -78,5 +79,26 @@ func TestLeavesVerifyAgainstTheCA(t *testing.T) {
 		if _, err := c.Certificate(name); pandastack.ErrorCode(err) != pandastack.EInvalid {
 			t.Errorf("%q: %v, want invalid_argument", name, err)
 		}
+	}
+}
+
+// Clients choose the names a TLS listener asks certificates for: the cache
+// stays bounded however many they try.
+func TestLeafCacheIsBounded(t *testing.T) {
+	c, err := ca.Open(t.TempDir(), []string{"localhost"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _ := c.Certificate("1-sbx_00.localhost")
+	for i := 2; i <= ca.MaxLeaves+1; i++ {
+		if _, err := c.Certificate(fmt.Sprintf("%d-sbx_00.localhost", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := c.Cached(); n != ca.MaxLeaves {
+		t.Fatalf("%d certificates cached, want at most %d", n, ca.MaxLeaves)
+	}
+	if again, _ := c.Certificate("1-sbx_00.localhost"); again == nil || again.Leaf.DNSNames[0] != first.Leaf.DNSNames[0] {
+		t.Fatal("an evicted name is not issued again")
 	}
 }
