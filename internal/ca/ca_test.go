@@ -2,9 +2,9 @@ package ca_test
 
 import (
 	"bytes"
-	"fmt"
 	"crypto/x509"
 	"encoding/pem"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
