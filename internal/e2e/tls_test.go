@@ -120,6 +120,21 @@ func TestSandboxPortOverTLS(t *testing.T) {
 			t.Fatalf("%d %q %v", code, b, err)
 		}
 	})
+	t.Run("a request wakes a hibernated sandbox", func(t *testing.T) {
+		if err := sb.Hibernate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := sb.Refresh(ctx); err != nil || sb.State != "hibernated" {
+			t.Fatalf("state %q %v, want hibernated", sb.State, err)
+		}
+		code, b, err := get(url, key)
+		if err != nil || code != 200 || !strings.HasPrefix(b, "hello from") {
+			t.Fatalf("after hibernate: %d %q %v", code, b, err)
+		}
+		if err := sb.Refresh(ctx); err != nil || sb.State != "running" {
+			t.Fatalf("state %q %v, want running after the request", sb.State, err)
+		}
+	})
 	t.Run("an unknown name is refused with an alert", func(t *testing.T) {
 		conn, err := tls.Dial("tcp", main.tlsAddr, &tls.Config{ServerName: "nobody.example.com", RootCAs: roots})
 		if err == nil {
