@@ -132,7 +132,14 @@ func (h *HTTPRouter) serveRoute(w http.ResponseWriter, r *http.Request, rt Route
 			return pandastack.Errorf(pandastack.ENotFound, "host %s not found", rt.Host)
 		}
 	}
-	return h.forward(w, r, rt.Backend, rt.Host)
+	// Names under the shared domain are neighbours of other tenants'; a
+	// custom domain is its owner's alone, cookies for its subdomains too.
+	return h.forward(w, r, rt.Backend, rt.Host, h.underDomain(rt.Host))
+}
+
+// underDomain reports whether host lies under the shared sandbox domain.
+func (h *HTTPRouter) underDomain(host string) bool {
+	return strings.HasSuffix(NormalizeHost(host), "."+h.cfg.Domain)
 }
 
 // serveSandboxPort forwards one request (HTTP, streamed, or a WebSocket
@@ -155,12 +162,13 @@ func (h *HTTPRouter) serveSandboxPort(w http.ResponseWriter, r *http.Request, id
 	if grant.fromURL {
 		h.setTokenCookie(w, r, grant)
 	}
-	return h.forward(w, r, GuestPort{Guests: h.cfg.Guests, SandboxID: id, Port: port}, fmt.Sprintf("port %d of %s", port, id))
+	return h.forward(w, r, GuestPort{Guests: h.cfg.Guests, SandboxID: id, Port: port}, fmt.Sprintf("port %d of %s", port, id), true)
 }
 
 // forward connects to the backend first, so that a closed port answers a
 // clear error before any proxying starts, then proxies the request.
-func (h *HTTPRouter) forward(w http.ResponseWriter, r *http.Request, b Backend, what string) error {
+// isolate keeps the backend's cookies on its own host (isolateCookies).
+func (h *HTTPRouter) forward(w http.ResponseWriter, r *http.Request, b Backend, what string, isolate bool) error {
 	conn, err := b.Dial(r.Context())
 	if err != nil {
 		return err
@@ -197,8 +205,7 @@ func (h *HTTPRouter) forward(w http.ResponseWriter, r *http.Request, b Backend, 
 			},
 			DisableKeepAlives: true,
 		},
-		FlushInterval:  -1,
-		ModifyResponse: isolateCookies,
+		FlushInterval: -1,
 		ErrorHandler: func(_ http.ResponseWriter, _ *http.Request, err error) {
 			if errors.Is(err, context.Canceled) {
 				return
@@ -209,6 +216,9 @@ func (h *HTTPRouter) forward(w http.ResponseWriter, r *http.Request, b Backend, 
 			}
 			proxyErr = &pandastack.Error{Code: code, Message: "proxy to " + what + " failed", Err: err}
 		},
+	}
+	if isolate {
+		rp.ModifyResponse = isolateCookies
 	}
 	rp.ServeHTTP(w, r)
 	return proxyErr

@@ -183,6 +183,21 @@ func TestBackendCookiesStayOnTheirHost(t *testing.T) {
 	if got != "session=evil; Path=/; HttpOnly | plain=1; Max-Age=60; Secure" {
 		t.Fatalf("Set-Cookie %q: want Domain dropped and no ps_token", got)
 	}
+	// An app's hostname under the shared domain is isolated the same way;
+	// a custom domain belongs to its owner, who may share cookies with its
+	// own subdomains.
+	for host, want := range map[string]string{
+		"shop.apps.sandbox.test": "session=evil; Path=/; HttpOnly",
+		"shop.example.org":       "session=evil; Domain=.sandbox.test; Path=/; HttpOnly",
+	} {
+		if err := e.table.Register(router.Route{Host: host, Backend: router.GuestPort{Guests: e.sb, SandboxID: sbx, Port: 8001}, Access: router.Access{Public: true}}); err != nil {
+			t.Fatal(err)
+		}
+		r := e.do(t, "GET", host, "/")
+		if got := r.header.Values("Set-Cookie"); len(got) == 0 || got[0] != want {
+			t.Errorf("%s: Set-Cookie %q, want first %q", host, got, want)
+		}
+	}
 }
 
 func TestRegisteredHostnames(t *testing.T) {
