@@ -134,7 +134,8 @@ func (h *HTTPRouter) serveRoute(w http.ResponseWriter, r *http.Request, rt Route
 	}
 	// Names under the shared domain are neighbours of other tenants'; a
 	// custom domain is its owner's alone, cookies for its subdomains too.
-	return h.forward(w, r, rt.Backend, rt.Host, h.underDomain(rt.Host))
+	// A public app may use Authorization itself (HTTP Basic auth).
+	return h.forward(w, r, rt.Backend, rt.Host, forwarding{isolateCookies: h.underDomain(rt.Host), stripKey: !rt.Access.Public})
 }
 
 // underDomain reports whether host lies under the shared sandbox domain.
@@ -162,13 +163,21 @@ func (h *HTTPRouter) serveSandboxPort(w http.ResponseWriter, r *http.Request, id
 	if grant.fromURL {
 		h.setTokenCookie(w, r, grant)
 	}
-	return h.forward(w, r, GuestPort{Guests: h.cfg.Guests, SandboxID: id, Port: port}, fmt.Sprintf("port %d of %s", port, id), true)
+	return h.forward(w, r, GuestPort{Guests: h.cfg.Guests, SandboxID: id, Port: port}, fmt.Sprintf("port %d of %s", port, id),
+		forwarding{isolateCookies: true, stripKey: true})
+}
+
+// forwarding says how a request is forwarded.
+type forwarding struct {
+	// isolateCookies keeps the backend's cookies on its own host.
+	isolateCookies bool
+	// stripKey removes the API key headers (Authorization, X-API-Key).
+	stripKey bool
 }
 
 // forward connects to the backend first, so that a closed port answers a
 // clear error before any proxying starts, then proxies the request.
-// isolate keeps the backend's cookies on its own host (isolateCookies).
-func (h *HTTPRouter) forward(w http.ResponseWriter, r *http.Request, b Backend, what string, isolate bool) error {
+func (h *HTTPRouter) forward(w http.ResponseWriter, r *http.Request, b Backend, what string, f forwarding) error {
 	conn, err := b.Dial(r.Context())
 	if err != nil {
 		return err
@@ -192,8 +201,10 @@ func (h *HTTPRouter) forward(w http.ResponseWriter, r *http.Request, b Backend, 
 			pr.Out.URL.Scheme = "http"
 			pr.Out.URL.Host = r.Host
 			pr.Out.Host = r.Host
-			pr.Out.Header.Del("Authorization")
-			pr.Out.Header.Del("X-API-Key")
+			if f.stripKey {
+				pr.Out.Header.Del("Authorization")
+				pr.Out.Header.Del("X-API-Key")
+			}
 			pr.SetXForwarded()
 		},
 		Transport: &http.Transport{
@@ -217,7 +228,7 @@ func (h *HTTPRouter) forward(w http.ResponseWriter, r *http.Request, b Backend, 
 			proxyErr = &pandastack.Error{Code: code, Message: "proxy to " + what + " failed", Err: err}
 		},
 	}
-	if isolate {
+	if f.isolateCookies {
 		rp.ModifyResponse = isolateCookies
 	}
 	rp.ServeHTTP(w, r)

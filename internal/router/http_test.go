@@ -212,8 +212,8 @@ func TestRegisteredHostnames(t *testing.T) {
 	if err := e.table.Register(router.Route{Host: "web.apps.sandbox.test.", Backend: router.Addr{Network: "tcp", Address: "127.0.0.1:1"}}); pandastack.ErrorCode(err) != pandastack.EConflict {
 		t.Fatalf("a taken hostname: %v, want conflict", err)
 	}
-	if r := e.do(t, "GET", "web.apps.sandbox.test", "/hi"); r.status != 200 || !strings.HasPrefix(r.body, "web GET /hi") {
-		t.Fatalf("public app: %d %q", r.status, r.body)
+	if r := e.do(t, "GET", "web.apps.sandbox.test", "/hi", "Authorization", "Basic YTpi"); r.status != 200 || !strings.HasPrefix(r.body, `web GET /hi auth="Basic YTpi"`) {
+		t.Fatalf("public app (its own Basic auth passes): %d %q", r.status, r.body)
 	}
 	if r := e.do(t, "GET", "admin.example.org", "/"); r.status != 401 {
 		t.Fatalf("team app without a key: %d", r.status)
