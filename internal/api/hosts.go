@@ -21,7 +21,7 @@ func (s *Server) hostRouter() HostRouter {
 		return s.cfg.Hosts
 	}
 	cfg := router.HTTPConfig{Domain: s.domain(), Sandboxes: s.cfg.Store, Guests: s.cfg.Engine,
-		Secret: s.cfg.ProxySecret, Logger: s.log}
+		Secret: s.cfg.ProxySecret}
 	if s.cfg.Network != nil {
 		cfg.Policies = s.cfg.Network
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -49,14 +48,12 @@ type HTTPConfig struct {
 	Policies  Policies
 	// Secret signs and checks port URLs (?ps_token=); empty: none.
 	Secret []byte
-	Logger *slog.Logger
 }
 
 // HTTPRouter serves HTTP requests addressed to sandbox ports and to
 // registered hostnames. Every other host is the API's.
 type HTTPRouter struct {
 	cfg HTTPConfig
-	log *slog.Logger
 }
 
 // NewHTTP returns an HTTP router for cfg.
@@ -65,10 +62,7 @@ func NewHTTP(cfg HTTPConfig) *HTTPRouter {
 		cfg.Domain = "localhost"
 	}
 	cfg.Domain = NormalizeHost(cfg.Domain)
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	return &HTTPRouter{cfg: cfg, log: cfg.Logger}
+	return &HTTPRouter{cfg: cfg}
 }
 
 // Domain is the sandbox domain.

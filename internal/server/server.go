@@ -221,7 +221,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	hcfg.Driver = drv
 	s.agent = hostagent.New(hcfg)
 	s.hosts = router.NewHTTP(router.HTTPConfig{Domain: s.domain(), Table: s.routes, Sandboxes: store, Guests: s.agent,
-		Policies: s.routerPolicies(), Secret: s.proxySecret, Logger: log})
+		Policies: s.routerPolicies(), Secret: s.proxySecret})
 	if err := s.agent.Start(ctx); err != nil {
 		drv.Close()
 		s.closeNetwork()
