@@ -84,6 +84,7 @@ func (s *Server) buildCustomTemplate(w http.ResponseWriter, r *http.Request, nam
 	lw := &lineWriter{emit: func(line string) error {
 		return out.Send(buildEvent{Type: "log", Line: line})
 	}}
+	noReadDeadline(w) // a build context may be large and slow to upload
 	br, t, err := cb.BuildFromTar(r.Context(), req, http.MaxBytesReader(w, r.Body, maxContextBody), lw)
 	lw.Close()
 	if err != nil {

@@ -7,8 +7,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"os"
 	"runtime/debug"
 	"time"
 
@@ -54,6 +56,7 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 		r = r.WithContext(context.WithValue(r.Context(), requestKey, st))
 		rec := &recorder{ResponseWriter: w}
 		rec.Header().Set(RequestIDHeader, st.id)
+		s.boundBody(rec, r)
 
 		defer func() {
 			if v := recover(); v != nil {
@@ -185,4 +188,35 @@ func noWriteDeadline(w http.ResponseWriter) {
 // noReadDeadline lifts the server's read timeout for a long upload.
 func noReadDeadline(w http.ResponseWriter) {
 	http.NewResponseController(w).SetReadDeadline(time.Time{})
+}
+
+// boundBody gives the request's body BodyReadTimeout to arrive: a client
+// that sends headers and then trickles (or stops) gets a 400 and is let go
+// instead of holding a connection and a goroutine. It is a deadline on the
+// connection's reads, not on the request's context: net/http clears it once
+// the body has been read (then it watches the connection for a close), so
+// a long streamed response is never cut. Streaming uploads lift it
+// themselves (noReadDeadline), as the router does for proxied requests.
+func (s *Server) boundBody(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.BodyReadTimeout < 0 || r.Body == nil || r.Body == http.NoBody {
+		return
+	}
+	if http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.cfg.BodyReadTimeout)) != nil {
+		return
+	}
+	r.Body = &boundedBody{ReadCloser: r.Body, limit: s.cfg.BodyReadTimeout}
+}
+
+// boundedBody says why a read failed when the body deadline passed.
+type boundedBody struct {
+	io.ReadCloser
+	limit time.Duration
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return n, pandastack.Errorf(pandastack.EInvalid, "the request body did not arrive within %s", b.limit)
+	}
+	return n, err
 }

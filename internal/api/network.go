@@ -2,17 +2,14 @@ package api
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
 	"fmt"
 	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/router"
 )
 
 // Network is the sandboxes' network settings (internal/network).
@@ -111,11 +108,9 @@ func (s *Server) domain() string {
 	return s.cfg.SandboxDomain
 }
 
-// Signed port URLs: ?ps_token=EXPIRY.SIG, SIG an HMAC of the sandbox, the
-// port and the expiry under the server's proxy secret. The proxy strips it
-// and sets it as a cookie for the host, so the page's own requests pass.
+// Signed port URLs (router.SignPort): the router strips ?ps_token= and
+// keeps it as a cookie for the host, so the page's own requests pass.
 const (
-	tokenParam      = "ps_token"
 	maxURLLifetime  = 7 * 24 * time.Hour
 	defaultLifetime = time.Hour
 )
@@ -129,28 +124,6 @@ type portURLResponse struct {
 	Host      string    `json:"host"`
 	Token     string    `json:"token"`
 	ExpiresAt time.Time `json:"expires_at"`
-}
-
-func (s *Server) signToken(id string, port int, exp time.Time) string {
-	m := hmac.New(sha256.New, s.cfg.ProxySecret)
-	fmt.Fprintf(m, "%s|%d|%d", id, port, exp.Unix())
-	return strconv.FormatInt(exp.Unix(), 10) + "." + base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:18])
-}
-
-// validToken checks a ps_token for this sandbox port.
-func (s *Server) validToken(tok, id string, port int) bool {
-	if len(s.cfg.ProxySecret) == 0 || tok == "" {
-		return false
-	}
-	exp, _, ok := strings.Cut(tok, ".")
-	if !ok {
-		return false
-	}
-	sec, err := strconv.ParseInt(exp, 10, 64)
-	if err != nil || time.Now().Unix() > sec {
-		return false
-	}
-	return hmac.Equal([]byte(tok), []byte(s.signToken(id, port, time.Unix(sec, 0))))
 }
 
 // portURL signs a URL for one port of a live sandbox.
@@ -180,57 +153,17 @@ func (s *Server) portURL(w http.ResponseWriter, r *http.Request) error {
 		life = time.Duration(*req.ExpiresInSeconds) * time.Second
 	}
 	exp := time.Now().Add(life).Truncate(time.Second)
-	tok := s.signToken(sb.ID, port, exp)
+	tok := router.SignPort(s.cfg.ProxySecret, sb.ID, port, exp)
 	host := fmt.Sprintf("%d-%s.%s", port, sb.ID, s.domain())
 	hostPort := host
 	if _, p, err := net.SplitHostPort(r.Host); err == nil {
 		hostPort = net.JoinHostPort(host, p)
 	}
-	writeJSON(w, http.StatusOK, portURLResponse{URL: "http://" + hostPort + "/?" + tokenParam + "=" + tok,
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	writeJSON(w, http.StatusOK, portURLResponse{URL: scheme + "://" + hostPort + "/?" + router.TokenParam + "=" + tok,
 		Host: host, Token: tok, ExpiresAt: exp.UTC()})
 	return nil
-}
-
-// proxyAccess decides who may reach a sandbox port: anyone for a public
-// port, the holder of a valid signed token, or a key of the owning team.
-// It reports the token found (to set as a cookie), and strips it from r.
-func (s *Server) proxyAccess(r *http.Request, id string, port int) (tok string, err error) {
-	q := r.URL.Query()
-	tok = q.Get(tokenParam)
-	if tok != "" {
-		q.Del(tokenParam)
-		r.URL.RawQuery = q.Encode()
-	} else if c, cerr := r.Cookie(tokenParam); cerr == nil {
-		tok = c.Value
-	}
-	stripCookie(r, tokenParam)
-	sb, gerr := s.cfg.Store.GetSandbox(r.Context(), id)
-	if gerr == nil && s.cfg.Network != nil && sb.State.Live() && s.cfg.Network.Policy(sb.ID).PortIsPublic(port) {
-		return "", nil
-	}
-	if tok != "" {
-		if gerr == nil && s.validToken(tok, sb.ID, port) {
-			return tok, nil
-		}
-		return "", pandastack.Errorf(pandastack.EUnauthorized, "the signed URL for port %d of %s is invalid or expired", port, id)
-	}
-	p, err := s.authenticate(r)
-	if err != nil {
-		return "", err
-	}
-	if gerr != nil || sb.TeamID != p.key.TeamID {
-		return "", pandastack.Errorf(pandastack.ENotFound, "sandbox %s not found", id)
-	}
-	return "", nil
-}
-
-// stripCookie removes one cookie from the request before it is forwarded.
-func stripCookie(r *http.Request, name string) {
-	cs := r.Cookies()
-	r.Header.Del("Cookie")
-	for _, c := range cs {
-		if c.Name != name {
-			r.AddCookie(c)
-		}
-	}
 }

@@ -43,6 +43,7 @@ type route struct {
 // the mux is built and against which the OpenAPI spec is checked.
 var routeTable = []route{
 	{"GET", "/v1/health", public, (*Server).health},
+	{"GET", "/v1/ca.pem", public, (*Server).caCert},
 
 	{"POST", "/v1/sandboxes", team, (*Server).createSandbox},
 	{"GET", "/v1/sandboxes", team, (*Server).listSandboxes},
@@ -137,7 +138,7 @@ func (s *Server) buildHandler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeErrorBody(w, pandastack.ENotFound, fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
 	})
-	return s.middleware(s.withProxy(mux))
+	return s.middleware(s.withHosts(mux))
 }
 
 // endpoint turns a route into an http.Handler: it authenticates the caller

@@ -26,6 +26,7 @@ const (
 	DefaultTTL               = 5 * time.Minute
 	DefaultMaxBufferedOutput = 16 << 20
 	DefaultMaxBufferedTotal  = 256 << 20
+	DefaultBodyReadTimeout   = time.Minute
 )
 
 // maxJSONBody bounds the body of every JSON request.
@@ -67,6 +68,18 @@ type Config struct {
 	// Archive exports snapshots to object storage and imports them (nil:
 	// those routes answer 503).
 	Archive SnapshotArchive
+	// Hosts serves sandbox ports and registered hostnames; nil: a
+	// router.HTTPRouter for sandbox ports built from this Config.
+	Hosts HostRouter
+	// BodyReadTimeout bounds reading a request's body (default 1m; below
+	// 0: no bound): a client that stops sending holds its connection no
+	// longer. Streaming uploads (files, build contexts, proxied requests)
+	// lift it; it ends with the body, so a long streamed response is never
+	// cut.
+	BodyReadTimeout time.Duration
+	// CACert is the PEM certificate of the server's CA, served at
+	// GET /v1/ca.pem; nil: that route answers 404.
+	CACert []byte
 }
 
 // Server serves the API. Create it with New.
@@ -94,6 +107,9 @@ func New(cfg Config) *Server {
 	}
 	if cfg.DefaultTTL > cfg.MaxTTL {
 		cfg.DefaultTTL = cfg.MaxTTL
+	}
+	if cfg.BodyReadTimeout == 0 {
+		cfg.BodyReadTimeout = DefaultBodyReadTimeout
 	}
 	if cfg.MaxBufferedOutput <= 0 {
 		cfg.MaxBufferedOutput = DefaultMaxBufferedOutput

@@ -46,6 +46,7 @@ func init() {
 		group("keys", "create, list, revoke and rotate API keys", keysCommands),
 		group("quotas", "show and change a team's limits", quotaCommands),
 		group("template", "list and build templates", templateCommands),
+		{"ca", "print the server's CA certificate (trust it for the TLS listener)", runCA},
 		{"version", "print the version", runVersion},
 		{"help", "show help for a command", runHelp},
 

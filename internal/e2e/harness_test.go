@@ -35,6 +35,7 @@ type serverProc struct {
 	cmd     *exec.Cmd
 	dataDir string
 	url     string
+	tlsAddr string // the SNI listener (--tls-listen)
 	admin   string
 	log     string
 	exited  chan struct{}
@@ -145,6 +146,10 @@ func startServer(dataDir string, extra ...string) (*serverProc, error) {
 	if err != nil {
 		return nil, err
 	}
+	tlsPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
 	logPath := filepath.Join(dataDir, "server.log")
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -152,14 +157,16 @@ func startServer(dataDir string, extra ...string) (*serverProc, error) {
 	}
 	defer logf.Close()
 	args := append([]string{"server", "--data-dir", dataDir, "--cache-dir", cacheDir,
-		"--listen", fmt.Sprintf("127.0.0.1:%d", port), "--templates", template, "--pool", "2"}, extra...)
+		"--listen", fmt.Sprintf("127.0.0.1:%d", port),
+		"--tls-listen", fmt.Sprintf("127.0.0.1:%d", tlsPort), "--templates", template, "--pool", "2"}, extra...)
 	cmd := exec.Command(filepath.Join(binDir, "pandastack"), args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	s := &serverProc{cmd: cmd, dataDir: dataDir, url: fmt.Sprintf("http://127.0.0.1:%d", port), log: logPath, exited: make(chan struct{})}
+	s := &serverProc{cmd: cmd, dataDir: dataDir, url: fmt.Sprintf("http://127.0.0.1:%d", port),
+		tlsAddr: fmt.Sprintf("127.0.0.1:%d", tlsPort), log: logPath, exited: make(chan struct{})}
 	go func() { cmd.Wait(); close(s.exited) }()
 	deadline := time.Now().Add(5 * time.Minute)
 	for {

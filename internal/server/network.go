@@ -11,6 +11,7 @@ import (
 
 	"github.com/pandastack/pandastack/internal/api"
 	"github.com/pandastack/pandastack/internal/network"
+	"github.com/pandastack/pandastack/internal/router"
 )
 
 // openNetwork starts sandbox networking when the server can (root) and
@@ -71,4 +72,13 @@ func loadProxySecret(dataDir string) ([]byte, error) {
 		return nil, fmt.Errorf("write proxy secret: %w", err)
 	}
 	return b, nil
+}
+
+// routerPolicies is the network policies the router reads public ports
+// from (nil interface when networking is off).
+func (s *Server) routerPolicies() router.Policies {
+	if s.net == nil {
+		return nil
+	}
+	return s.net
 }

@@ -20,11 +20,13 @@ import (
 
 	"github.com/pandastack/pandastack"
 	"github.com/pandastack/pandastack/internal/api"
+	"github.com/pandastack/pandastack/internal/ca"
 	"github.com/pandastack/pandastack/internal/cowfs"
 	"github.com/pandastack/pandastack/internal/hostagent"
 	"github.com/pandastack/pandastack/internal/network"
 	"github.com/pandastack/pandastack/internal/objstore/objurl"
 	"github.com/pandastack/pandastack/internal/quotas"
+	"github.com/pandastack/pandastack/internal/router"
 	"github.com/pandastack/pandastack/internal/snaparchive"
 	"github.com/pandastack/pandastack/internal/store/sqlite"
 	"github.com/pandastack/pandastack/internal/templates"
@@ -70,7 +72,16 @@ type Config struct {
 	// server refuses to start when it does not answer. With s3, every new
 	// snapshot is exported there in the background.
 	ObjectStore string
-	Logger      *slog.Logger
+	// TLSListen, when set, is the address of the SNI listener: TLS for
+	// names under SandboxDomain, terminated with the server's CA (or passed
+	// through, per route). Empty: no TLS listener.
+	TLSListen string
+	// MaxConnsPerClient caps the connections one client address holds on
+	// each listener (0: DefaultMaxConnsPerClient; below 0: no cap).
+	MaxConnsPerClient int
+	// TLSReady, if set, is called with the TLS listener's address.
+	TLSReady func(addr string)
+	Logger   *slog.Logger
 	// Ready, if set, is called with the listening address once serving.
 	Ready func(addr string)
 }
@@ -92,6 +103,13 @@ type Server struct {
 	// quotas holds every team's limits; the API and (later) the sandbox
 	// service reserve through it.
 	quotas *quotas.Service
+	// ca issues the TLS listener's certificates (nil if it could not be
+	// opened and no TLS listener needs it).
+	ca *ca.CA
+	// routes is the table services register hostnames in; hosts serves
+	// HTTP for sandbox ports and those hostnames.
+	routes *router.Table
+	hosts  *router.HTTPRouter
 
 	mu     sync.Mutex
 	builds map[string]string // template → "building", "ready" or an error
@@ -160,7 +178,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("protect database: %w", err)
 		}
 	}
-	s := &Server{cfg: cfg, log: log, store: store, builds: map[string]string{}}
+	s := &Server{cfg: cfg, log: log, store: store, builds: map[string]string{}, routes: router.NewTable()}
 	defaults := quotas.Defaults
 	defaults.MaxSandboxes = cfg.MaxLivePerTeam
 	s.quotas = quotas.New(quotas.Config{Store: store, Defaults: defaults})
@@ -222,6 +240,9 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	if s.proxySecret, err = loadProxySecret(cfg.DataDir); err != nil {
 		return nil, err
 	}
+	if err := s.openCA(); err != nil {
+		return nil, err
+	}
 	if s.net, err = openNetwork(ctx, cfg); err != nil {
 		return nil, err
 	}
@@ -236,6 +257,8 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	s.builder.UseDriver(drv)
 	hcfg.Driver = drv
 	s.agent = hostagent.New(hcfg)
+	s.hosts = router.NewHTTP(router.HTTPConfig{Domain: s.domain(), Table: s.routes, Sandboxes: store, Guests: s.agent,
+		Policies: s.routerPolicies(), Secret: s.proxySecret})
 	if err := s.agent.Start(ctx); err != nil {
 		drv.Close()
 		s.closeNetwork()
@@ -313,8 +336,12 @@ func (s *Server) setBuild(name, st string) {
 func (s *Server) Handler() http.Handler {
 	return api.New(api.Config{Store: s.store, Engine: s.agent, Builder: s.builder, Logger: s.log,
 		Quotas: s.quotas, SandboxDomain: s.cfg.SandboxDomain, Network: s.apiNetwork(),
-		ProxySecret: s.proxySecret, Archive: s.archive}).Handler()
+		ProxySecret: s.proxySecret, Archive: s.archive, Hosts: s.hosts, CACert: s.caPEM()}).Handler()
 }
+
+// Routes is the route table services register hostnames in (the HTTP
+// router and the TLS listener read it).
+func (s *Server) Routes() *router.Table { return s.routes }
 
 // Serve listens and serves until ctx is done, building the configured
 // templates in the background; then it shuts down.
@@ -324,7 +351,23 @@ func (s *Server) Serve(ctx context.Context) error {
 		s.Close(context.Background())
 		return fmt.Errorf("listen: %w", err)
 	}
-	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	ln = router.LimitPerClient(ln, s.maxConnsPerClient())
+	h := s.Handler()
+	srv := newHTTPServer(h, defaultLimits, s.log)
+	stopTLS := func() {}
+	if s.cfg.TLSListen != "" {
+		addr, stop, err := s.serveTLS(h)
+		if err != nil {
+			ln.Close()
+			s.Close(context.Background())
+			return err
+		}
+		stopTLS = stop
+		s.log.Info("serving TLS", "addr", addr, "domain", s.domain(), "ca", s.ca.CertPath())
+		if s.cfg.TLSReady != nil {
+			s.cfg.TLSReady(addr)
+		}
+	}
 	bctx, cancelBuilds := context.WithCancel(ctx)
 	defer cancelBuilds()
 	go func() { _ = s.BuildTemplates(bctx, s.cfg.Templates) }()
@@ -341,6 +384,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		_ = srv.Shutdown(sctx)
 		cancel()
 	}
+	stopTLS()
 	cancelBuilds()
 	return errors.Join(err, s.Close(context.Background()))
 }

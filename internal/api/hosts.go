@@ -1,0 +1,51 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/pandastack/pandastack/internal/router"
+)
+
+// HostRouter serves requests addressed to hosts other than the API's own:
+// sandbox ports and registered hostnames (internal/router).
+type HostRouter interface {
+	// ServeHost serves r when the router owns its host, reporting whether
+	// it did; an error it returns is written by the API.
+	ServeHost(w http.ResponseWriter, r *http.Request, auth router.Authenticate) (bool, error)
+}
+
+// hostRouter is cfg.Hosts, or a router for sandbox ports made from the
+// API's own configuration.
+func (s *Server) hostRouter() HostRouter {
+	if s.cfg.Hosts != nil {
+		return s.cfg.Hosts
+	}
+	cfg := router.HTTPConfig{Domain: s.domain(), Sandboxes: s.cfg.Store, Guests: s.cfg.Engine,
+		Secret: s.cfg.ProxySecret}
+	if s.cfg.Network != nil {
+		cfg.Policies = s.cfg.Network
+	}
+	return router.NewHTTP(cfg)
+}
+
+// withHosts sends requests for hosts the router owns to it, the rest to
+// the API.
+func (s *Server) withHosts(api http.Handler) http.Handler {
+	hosts := s.hostRouter()
+	auth := func(r *http.Request) (string, error) {
+		p, err := s.authenticate(r)
+		if err != nil {
+			return "", err
+		}
+		return p.key.TeamID, nil
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served, err := hosts.ServeHost(w, r, auth)
+		if err != nil {
+			s.writeError(w, r, err)
+		}
+		if !served {
+			api.ServeHTTP(w, r)
+		}
+	})
+}
