@@ -51,7 +51,7 @@ func (a *Agent) Fork(ctx context.Context, id string, count int) ([]pandastack.Sa
 	}
 	var kids []pandastack.Sandbox
 	for i := 0; i < count; i++ {
-		cv, err := a.cfg.Driver.Restore(a.startingWith(ctx, a.parentPolicy(parent.ID)), snap)
+		cv, err := a.cfg.Driver.Restore(ctx, snap, vmm.RestoreOptions{ID: newSandboxID(), Network: a.policy(parent.ID)})
 		if err != nil {
 			return kids, &pandastack.Error{Code: pandastack.EUnavailable, Message: fmt.Sprintf("fork %d of %d failed", i+1, count), Err: err}
 		}

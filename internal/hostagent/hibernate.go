@@ -116,7 +116,7 @@ func (a *Agent) wake(ctx context.Context, s *sandbox) error {
 		s.volumes = true
 		s.mu.Unlock()
 	}
-	v, err := a.cfg.Driver.WakeVM(ctx, id, snap)
+	v, err := a.cfg.Driver.Restore(ctx, snap, vmm.RestoreOptions{ID: id, Network: a.policy(id)})
 	if err != nil {
 		return &pandastack.Error{Code: pandastack.EUnavailable, Message: "the sandbox could not be woken", Err: err}
 	}

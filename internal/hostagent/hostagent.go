@@ -172,10 +172,9 @@ func (a *Agent) Create(ctx context.Context, req pandastack.CreateRequest) (panda
 		}
 		return pandastack.Sandbox{}, pandastack.Errorf(pandastack.EInvalid, "at most %d volumes per sandbox", snap.Machine.VolumeSlots)
 	}
+	id := newSandboxID()
 	if len(req.Volumes) > 0 {
-		b := make([]byte, 8)
-		_, _ = rand.Read(b)
-		held = "sbx_creating_" + hex.EncodeToString(b)
+		held = id
 		if snap.Volumes, vols, err = a.attachVolumes(ctx, req, held); err != nil {
 			return pandastack.Sandbox{}, err
 		}
@@ -185,7 +184,7 @@ func (a *Agent) Create(ctx context.Context, req pandastack.CreateRequest) (panda
 			}
 		}()
 	}
-	v, err := a.cfg.Driver.Restore(ctx, snap)
+	v, err := a.cfg.Driver.Restore(ctx, snap, vmm.RestoreOptions{ID: id, Network: startPolicy(req.Network)})
 	if err != nil {
 		return pandastack.Sandbox{}, &pandastack.Error{Code: pandastack.EUnavailable, Message: "could not start the sandbox VM", Err: err}
 	}
@@ -197,16 +196,11 @@ func (a *Agent) Create(ctx context.Context, req pandastack.CreateRequest) (panda
 	}
 	tReady := time.Since(t0)
 	if len(vols) > 0 {
-		err := a.mountVolumes(ctx, client, tpl, vols)
-		if err == nil {
-			err = a.cfg.Store.MoveVolumes(ctx, held, v.ID())
-		}
-		if err != nil {
+		if err := a.mountVolumes(ctx, client, tpl, vols); err != nil {
 			client.Close()
 			v.Kill(context.Background())
 			return pandastack.Sandbox{}, err
 		}
-		held = v.ID() // freed if the record fails
 	}
 	rec, err := a.record(ctx, v, client, req, tpl, snap.Machine.CPUs, snap.Machine.MemoryMiB)
 	if err != nil {
@@ -216,6 +210,14 @@ func (a *Agent) Create(ctx context.Context, req pandastack.CreateRequest) (panda
 	a.log.Info("sandbox created", "sandbox", rec.ID, "template", req.Template, "team", req.TeamID,
 		"restore_ms", ms(tRestored), "ready_ms", ms(tReady), "ms", ms(time.Since(t0)), "accel", a.Accel())
 	return rec, nil
+}
+
+// newSandboxID mints a sandbox's id: the host agent names the machines it
+// starts (the VMM driver does not know the product's id scheme).
+func newSandboxID() string {
+	b := make([]byte, 10)
+	_, _ = rand.Read(b)
+	return "sbx_" + hex.EncodeToString(b)
 }
 
 // register connects to a restored VM's agent and records the sandbox.
@@ -520,9 +522,16 @@ func (a *Agent) Close(ctx context.Context, killAll bool) error {
 	for _, s := range all {
 		if killAll {
 			errs = append(errs, a.end(ctx, s, pandastack.StateKilled, "host shut down"))
-		} else if s.vm != nil {
-			s.client.Close()
-			s.vm.Release()
+		} else {
+			// Let go of it: the next Start re-attaches, and this agent
+			// no longer watches it (its VM's end is not ours to record).
+			a.mu.Lock()
+			delete(a.sbx, s.rec.ID)
+			a.mu.Unlock()
+			if s.vm != nil {
+				s.client.Close()
+				s.vm.Release()
+			}
 		}
 	}
 	errs = append(errs, a.cfg.Driver.Close())
