@@ -28,6 +28,9 @@ type createSandboxRequest struct {
 	Volumes []pandastack.VolumeMount `json:"volumes"`
 	// AutoHibernateSeconds hibernates the sandbox after that long idle.
 	AutoHibernateSeconds *int64 `json:"auto_hibernate_seconds"`
+	// Lifetime is "sandbox" (the default) or "service" (see
+	// pandastack.LifetimeService; machines.go).
+	Lifetime string `json:"lifetime"`
 }
 
 type ttlRequest struct {
@@ -71,8 +74,16 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 	if strings.TrimSpace(req.Template) == "" && req.Snapshot == "" {
 		return invalid("template is required (or a snapshot to start from)")
 	}
-	ttl, err := s.ttl(req.TTLSeconds)
+	lifetime, err := pandastack.ParseLifetime(req.Lifetime)
 	if err != nil {
+		return err
+	}
+	var ttl time.Duration
+	if lifetime.IsService() {
+		if req.TTLSeconds != nil {
+			return invalid("a service machine has no TTL: leave ttl_seconds out (it lives until it is killed)")
+		}
+	} else if ttl, err = s.ttl(req.TTLSeconds); err != nil {
 		return err
 	}
 	idle, err := s.autoHibernate(req.AutoHibernateSeconds)
@@ -110,7 +121,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	p := caller(r)
-	release, err := s.reserve(r, p.team.ID)
+	release, err := s.reserve(r, p.team.ID, lifetime, 1)
 	if err != nil {
 		return err
 	}
@@ -129,6 +140,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 		Volumes:   req.Volumes,
 
 		AutoHibernate: idle,
+		Lifetime:      lifetime,
 	})
 	if err != nil {
 		return wrap(err, "create sandbox")
@@ -139,29 +151,54 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// reserve counts a sandbox creation against the team's quota until release
-// is called, refusing it when the team is at its limit.
-func (s *Server) reserve(r *http.Request, teamID string) (release func(), err error) {
+// reserve counts n machine creations of class lifetime against the team's
+// quotas until release is called, refusing them when the team would go
+// over a limit: live sandboxes of any class (MaxLiveSandboxesPerTeam), and
+// service machines (MaxServiceMachinesPerTeam).
+func (s *Server) reserve(r *http.Request, teamID string, lifetime pandastack.Lifetime, n int) (release func(), err error) {
 	limit := s.cfg.MaxLiveSandboxesPerTeam
-	if limit <= 0 {
+	svcLimit := 0
+	if lifetime.IsService() {
+		svcLimit = s.cfg.MaxServiceMachinesPerTeam
+	}
+	if limit <= 0 && svcLimit <= 0 {
 		return func() {}, nil
 	}
-	live, err := s.cfg.Store.CountLiveSandboxes(r.Context(), teamID)
-	if err != nil {
-		return nil, wrap(err, "count live sandboxes")
+	live, svc := 0, 0
+	if limit > 0 {
+		if live, err = s.cfg.Store.CountLiveSandboxes(r.Context(), teamID); err != nil {
+			return nil, wrap(err, "count live sandboxes")
+		}
+	}
+	if svcLimit > 0 {
+		if svc, err = s.countServiceMachines(r, teamID); err != nil {
+			return nil, err
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if live+s.pending[teamID] >= limit {
+	if limit > 0 && live+s.pending[teamID]+n > limit {
 		return nil, pandastack.Errorf(pandastack.EQuota,
 			"team has %d live sandboxes (limit %d); kill one before creating another", live+s.pending[teamID], limit)
 	}
-	s.pending[teamID]++
+	if svcLimit > 0 && svc+s.pendingSvc[teamID]+n > svcLimit {
+		return nil, pandastack.Errorf(pandastack.EQuota,
+			"team has %d service machines (limit %d); kill one before creating another", svc+s.pendingSvc[teamID], svcLimit)
+	}
+	s.pending[teamID] += n
+	if lifetime.IsService() {
+		s.pendingSvc[teamID] += n
+	}
 	return func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if s.pending[teamID]--; s.pending[teamID] <= 0 {
+		if s.pending[teamID] -= n; s.pending[teamID] <= 0 {
 			delete(s.pending, teamID)
+		}
+		if lifetime.IsService() {
+			if s.pendingSvc[teamID] -= n; s.pendingSvc[teamID] <= 0 {
+				delete(s.pendingSvc, teamID)
+			}
 		}
 	}, nil
 }
@@ -349,6 +386,9 @@ func (s *Server) presentWith(r *http.Request, sb pandastack.Sandbox, mounts map[
 	}
 	if sb.Metadata == nil {
 		sb.Metadata = map[string]string{}
+	}
+	if sb.Lifetime == "" {
+		sb.Lifetime = pandastack.LifetimeSandbox
 	}
 	sb = s.presentNetwork(sb)
 	if bi, ok := s.cfg.Builder.(buildInfoer); ok && sb.TemplateID != "" && (sb.TemplateVersion == 0 || sb.DiskMiB == 0) {

@@ -37,8 +37,12 @@ type Config struct {
 	Builder pandastack.TemplateBuilder // nil: template builds answer 503
 	Logger  *slog.Logger               // nil: discard
 
-	// MaxLiveSandboxesPerTeam caps a team's live sandboxes; 0 means no cap.
+	// MaxLiveSandboxesPerTeam caps a team's live sandboxes (service
+	// machines included); 0 means no cap.
 	MaxLiveSandboxesPerTeam int
+	// MaxServiceMachinesPerTeam caps a team's live service machines; 0
+	// means no cap.
+	MaxServiceMachinesPerTeam int
 	// MaxTTL bounds ttl_seconds (default 24h).
 	MaxTTL time.Duration
 	// DefaultTTL is a new sandbox's TTL when the request names none (default 5m).
@@ -66,6 +70,8 @@ type Server struct {
 	// concurrent creates cannot together overshoot MaxLiveSandboxesPerTeam.
 	mu      sync.Mutex
 	pending map[string]int
+	// pendingSvc counts the service machines among them.
+	pendingSvc map[string]int
 }
 
 // New returns a Server for cfg, filling in defaults.
@@ -85,7 +91,7 @@ func New(cfg Config) *Server {
 	if cfg.MaxBufferedOutput <= 0 {
 		cfg.MaxBufferedOutput = DefaultMaxBufferedOutput
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, pending: map[string]int{}}
+	s := &Server{cfg: cfg, log: cfg.Logger, pending: map[string]int{}, pendingSvc: map[string]int{}}
 	s.handler = s.buildHandler()
 	return s
 }

@@ -73,7 +73,7 @@ func (a *Agent) Fork(ctx context.Context, id string, count int) ([]pandastack.Sa
 		meta["forked_from"] = parent.ID
 		rec := parent
 		rec.ID, rec.State, rec.Metadata, rec.CreatedAt, rec.EndedAt, rec.EndReason = cv.ID(), pandastack.StateRunning, meta, now, nil, ""
-		rec.ExpiresAt = now.Add(parent.ExpiresAt.Sub(parent.CreatedAt))
+		rec.ExpiresAt = parent.Lifetime.Expiry(now, parent.ExpiresAt.Sub(parent.CreatedAt))
 		if err := a.cfg.Store.PutSandbox(ctx, rec); err != nil {
 			cc.Close()
 			cv.Kill(context.Background())

@@ -236,8 +236,8 @@ func (a *Agent) record(ctx context.Context, v vmm.VM, client *guestconn.Client, 
 	rec := pandastack.Sandbox{
 		ID: v.ID(), TeamID: req.TeamID, Template: tpl.Name, TemplateID: tpl.ID, State: pandastack.StateRunning,
 		Host: a.cfg.Host, Accel: a.Accel(), Metadata: nonNil(req.Metadata), Env: req.Env,
-		CPUs: cpus, MemoryMiB: mem, DiskMiB: tpl.DiskMiB, TemplateVersion: tpl.Version, CreatedAt: now, ExpiresAt: now.Add(req.TTL),
-		AutoHibernateSeconds: int(req.AutoHibernate / time.Second),
+		CPUs: cpus, MemoryMiB: mem, DiskMiB: tpl.DiskMiB, TemplateVersion: tpl.Version, CreatedAt: now, ExpiresAt: req.Lifetime.Expiry(now, req.TTL),
+		AutoHibernateSeconds: int(req.AutoHibernate / time.Second), Lifetime: req.Lifetime,
 	}
 	s := newSandbox(rec, v, client)
 	s.volumes = len(req.Volumes) > 0
@@ -463,6 +463,10 @@ func (a *Agent) SetTTL(ctx context.Context, id string, ttl time.Duration) (panda
 		return pandastack.Sandbox{}, err
 	}
 	s.mu.Lock()
+	if s.rec.Lifetime.IsService() {
+		s.mu.Unlock()
+		return s.rec, pandastack.NoTTLError(id)
+	}
 	s.rec.ExpiresAt = time.Now().UTC().Add(ttl)
 	rec := s.rec
 	s.mu.Unlock()
@@ -489,7 +493,7 @@ func (a *Agent) reap(ctx context.Context) {
 		a.mu.Lock()
 		for _, s := range a.sbx {
 			s.mu.Lock()
-			if now.After(s.rec.ExpiresAt) {
+			if expired(s.rec, now) {
 				due = append(due, s)
 			}
 			s.mu.Unlock()
@@ -502,6 +506,12 @@ func (a *Agent) reap(ctx context.Context) {
 		}
 		a.autoHibernate(ctx, time.Now())
 	}
+}
+
+// expired reports whether rec's TTL ran out by now. A record without an
+// expiry (a service machine) never expires.
+func expired(rec pandastack.Sandbox, now time.Time) bool {
+	return !rec.ExpiresAt.IsZero() && now.After(rec.ExpiresAt)
 }
 
 // Close stops the reaper. With killAll, every sandbox on the host is ended

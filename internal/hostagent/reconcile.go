@@ -47,7 +47,7 @@ func (a *Agent) reconcile(ctx context.Context) error {
 		if rerr != nil {
 			return fmt.Errorf("recover %s: %w", id, rerr)
 		}
-		if !owned || time.Now().After(rec.ExpiresAt) {
+		if !owned || expired(rec, time.Now()) {
 			a.log.Info("removing leftover vm", "vm", id)
 			if err := v.Kill(ctx); err != nil {
 				return err

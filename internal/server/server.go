@@ -57,7 +57,9 @@ type Config struct {
 	DNSUpstreams []string
 	// MaxLivePerTeam caps each team's live sandboxes (0: no cap).
 	MaxLivePerTeam int
-	Logger         *slog.Logger
+	// MaxServicePerTeam caps each team's live service machines (0: no cap).
+	MaxServicePerTeam int
+	Logger            *slog.Logger
 	// Ready, if set, is called with the listening address once serving.
 	Ready func(addr string)
 }
@@ -274,7 +276,8 @@ func (s *Server) setBuild(name, st string) {
 // Handler is the HTTP API.
 func (s *Server) Handler() http.Handler {
 	return api.New(api.Config{Store: s.store, Engine: s.agent, Builder: s.builder, Logger: s.log,
-		MaxLiveSandboxesPerTeam: s.cfg.MaxLivePerTeam, SandboxDomain: s.cfg.SandboxDomain, Network: s.apiNetwork(),
+		MaxLiveSandboxesPerTeam: s.cfg.MaxLivePerTeam, MaxServiceMachinesPerTeam: s.cfg.MaxServicePerTeam,
+		SandboxDomain: s.cfg.SandboxDomain, Network: s.apiNetwork(),
 		ProxySecret: s.proxySecret}).Handler()
 }
 
