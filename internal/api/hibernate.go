@@ -62,14 +62,7 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if sb.Lifetime.IsService() { // its children are service machines too
-		release, err := s.reserve(r, sb.TeamID, sb.Lifetime, n)
-		if err != nil {
-			return err
-		}
-		defer release()
-	}
-	kids, err := s.cfg.Engine.Fork(r.Context(), sb.ID, n)
+	kids, err := s.sbx.Fork(r.Context(), sb, n)
 	if err != nil {
 		return wrap(err, "fork sandbox")
 	}

@@ -29,7 +29,7 @@ func (s *Server) listMachines(w http.ResponseWriter, r *http.Request) error {
 	default:
 		return invalid("state must be live or all, got %q", st)
 	}
-	ms, err := s.cfg.Store.ListSandboxes(r.Context(), f)
+	ms, live, err := s.sbx.Machines(r.Context(), team, !f.LiveOnly)
 	if err != nil {
 		return wrap(err, "list service machines")
 	}
@@ -37,22 +37,10 @@ func (s *Server) listMachines(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := machineList{Machines: make([]pandastack.Sandbox, 0, len(ms)), Limit: s.cfg.MaxServiceMachinesPerTeam}
+	out := machineList{Machines: make([]pandastack.Sandbox, 0, len(ms)), Count: live, Limit: s.sbx.ServiceLimit()}
 	for _, m := range ms {
-		if m.State.Live() {
-			out.Count++
-		}
 		out.Machines = append(out.Machines, s.presentWith(r, m, mounts))
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
-}
-
-// countServiceMachines counts the team's live service machines.
-func (s *Server) countServiceMachines(r *http.Request, teamID string) (int, error) {
-	ms, err := s.cfg.Store.ListSandboxes(r.Context(), pandastack.SandboxFilter{TeamID: teamID, Lifetime: pandastack.LifetimeService, LiveOnly: true})
-	if err != nil {
-		return 0, wrap(err, "count service machines")
-	}
-	return len(ms), nil
 }

@@ -14,16 +14,16 @@ package api
 import (
 	"log/slog"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/sandboxes"
 )
 
 // Defaults applied by New to zero Config fields.
 const (
-	DefaultMaxTTL            = 24 * time.Hour
-	DefaultTTL               = 5 * time.Minute
+	DefaultMaxTTL            = sandboxes.DefaultMaxTTL
+	DefaultTTL               = sandboxes.DefaultTTL
 	DefaultMaxBufferedOutput = 16 << 20
 )
 
@@ -66,12 +66,9 @@ type Server struct {
 	log     *slog.Logger
 	handler http.Handler
 
-	// pending counts sandbox creations in flight per team, so that
-	// concurrent creates cannot together overshoot MaxLiveSandboxesPerTeam.
-	mu      sync.Mutex
-	pending map[string]int
-	// pendingSvc counts the service machines among them.
-	pendingSvc map[string]int
+	// sbx applies the sandbox product's rules: validation, quotas, TTL
+	// and lifetime (package sandboxes).
+	sbx *sandboxes.Service
 }
 
 // New returns a Server for cfg, filling in defaults.
@@ -91,7 +88,9 @@ func New(cfg Config) *Server {
 	if cfg.MaxBufferedOutput <= 0 {
 		cfg.MaxBufferedOutput = DefaultMaxBufferedOutput
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, pending: map[string]int{}, pendingSvc: map[string]int{}}
+	s := &Server{cfg: cfg, log: cfg.Logger, sbx: sandboxes.New(sandboxes.Config{Store: cfg.Store, Engine: cfg.Engine, Logger: cfg.Logger,
+		MaxTTL: cfg.MaxTTL, DefaultTTL: cfg.DefaultTTL, MaxLivePerTeam: cfg.MaxLiveSandboxesPerTeam,
+		MaxServicePerTeam: cfg.MaxServiceMachinesPerTeam})}
 	s.handler = s.buildHandler()
 	return s
 }

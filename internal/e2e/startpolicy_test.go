@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"strconv"
@@ -65,15 +66,29 @@ func TestPolicyInForceFromFirstInstruction(t *testing.T) {
 	}
 
 	t.Run("a deny policy holds from the first try", func(t *testing.T) {
-		sb := newSandbox(t, c, sdk.CreateSandboxParams{Template: name, Network: &sdk.NetworkPolicy{Egress: "deny"}})
-		// Let the dialer try many times after the restore.
-		start := tries(t, sb)
-		eventually(t, 2*time.Minute, "the dialer to try 50 more times", func() bool { return tries(t, sb) >= start+50 })
-		if n := accepted.Load(); n != 0 {
-			t.Fatalf("a sandbox created with egress deny connected out %d times", n)
-		}
-		if err := sb.Kill(t.Context()); err != nil {
+		// A few creates, the first with a volume (mounted before the
+		// create answers, as a database's would be): before the fix the
+		// policy landed only after that, while the dialer already ran.
+		vol, err := c.CreateVolume(t.Context(), fmt.Sprintf("dialer-%d", time.Now().UnixNano()%1_000_000), 16)
+		if err != nil {
 			t.Fatal(err)
+		}
+		defer c.DeleteVolume(context.Background(), vol.ID)
+		for i := range 3 {
+			p := sdk.CreateSandboxParams{Template: name, Network: &sdk.NetworkPolicy{Egress: "deny"}}
+			if i == 0 {
+				p.Volumes = []sdk.VolumeMount{{Volume: vol.ID, Path: "/data"}}
+			}
+			sb := newSandbox(t, c, p)
+			// Let the dialer try many times after the restore.
+			start := tries(t, sb)
+			eventually(t, 2*time.Minute, "the dialer to try 20 more times", func() bool { return tries(t, sb) >= start+20 })
+			if n := accepted.Load(); n != 0 {
+				t.Fatalf("a sandbox created with egress deny (create %d) connected out %d times", i+1, n)
+			}
+			if err := sb.Kill(t.Context()); err != nil {
+				t.Fatal(err)
+			}
 		}
 	})
 	t.Run("without a policy the dialer gets through", func(t *testing.T) {
