@@ -64,7 +64,7 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request) error {
 	}
 	kids, err := s.sbx.Fork(r.Context(), sb, n)
 	if err != nil {
-		return wrap(err, "fork sandbox")
+		return err
 	}
 	if req.Count == nil {
 		writeJSON(w, http.StatusCreated, kids[0])

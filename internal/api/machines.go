@@ -31,7 +31,7 @@ func (s *Server) listMachines(w http.ResponseWriter, r *http.Request) error {
 	}
 	ms, live, err := s.sbx.Machines(r.Context(), team, !f.LiveOnly)
 	if err != nil {
-		return wrap(err, "list service machines")
+		return err
 	}
 	mounts, err := s.volumeMounts(r, team)
 	if err != nil {

@@ -57,7 +57,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 		Network: req.Network, Volumes: req.Volumes,
 	})
 	if err != nil {
-		return wrap(err, "create sandbox")
+		return err // the service says what it was doing
 	}
 	s.log.InfoContext(r.Context(), "sandbox created", "request_id", requestID(r),
 		"sandbox", sb.ID, "team", p.team.Name, "template", sb.Template, "lifetime", sb.Lifetime)
@@ -209,7 +209,7 @@ func (s *Server) setTTL(w http.ResponseWriter, r *http.Request) error {
 	}
 	updated, err := s.sbx.SetTTL(r.Context(), sb, req.TTLSeconds)
 	if err != nil {
-		return wrap(err, "set TTL of sandbox "+sb.ID)
+		return err
 	}
 	writeJSON(w, http.StatusOK, s.present(r, updated))
 	return nil

@@ -1,8 +1,10 @@
 // Package api is PandaStack's HTTP API: JSON over HTTP under /v1, with NDJSON
 // streams for command output and template builds and raw bytes for file
 // transfers. It is the only layer that speaks HTTP; it authenticates API keys,
-// keeps each team to its own sandboxes, validates requests and maps
-// *pandastack.Error codes to HTTP statuses (errors.go holds the one table).
+// keeps each team to its own sandboxes, decodes requests (the sandbox
+// product's rules — validation, quotas, lifetimes — are package sandboxes')
+// and maps *pandastack.Error codes to HTTP statuses (errors.go holds the one
+// table).
 //
 // The API reads sandboxes from the Store but never writes them: the Engine
 // persists every state change (create, kill, TTL change, expiry).
