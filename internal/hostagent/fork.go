@@ -74,13 +74,19 @@ func (a *Agent) Fork(ctx context.Context, id string, count int) ([]pandastack.Sa
 		rec := parent
 		rec.ID, rec.State, rec.Metadata, rec.CreatedAt, rec.EndedAt, rec.EndReason = cv.ID(), pandastack.StateRunning, meta, now, nil, ""
 		rec.ExpiresAt = parent.Lifetime.Expiry(now, parent.ExpiresAt.Sub(parent.CreatedAt))
-		if err := a.cfg.Store.PutSandbox(ctx, rec); err != nil {
+		ks := newSandbox(rec, cv, cc)
+		if err := a.saveState(ks); err != nil {
 			cc.Close()
 			cv.Kill(context.Background())
 			return kids, fmt.Errorf("record fork: %w", err)
 		}
+		if err := a.cfg.Store.PutSandbox(ctx, rec); err != nil {
+			cc.Close()
+			cv.Kill(context.Background())
+			a.dropState(rec.ID)
+			return kids, fmt.Errorf("record fork: %w", err)
+		}
 		a.log.Debug("fork child ready", "sandbox", id, "child", rec.ID, "restored_ms", ms(tRestored), "ready_ms", ms(time.Since(t0)))
-		ks := newSandbox(rec, cv, cc)
 		a.mu.Lock()
 		a.sbx[rec.ID] = ks
 		a.mu.Unlock()

@@ -43,7 +43,8 @@ func newTestHost(t *testing.T) *testHost {
 	}
 	h := &testHost{t: t, store: st, drv: vmmtest.New(t), net: newMemNetwork()}
 	h.cfg = Config{Store: st, Driver: h.drv, Templates: fixedTemplates{snap: snap},
-		HibernateDir: t.TempDir(), SnapshotDir: t.TempDir(), Network: h.net, ReadyTimeout: 20 * time.Second}
+		HibernateDir: t.TempDir(), SnapshotDir: t.TempDir(), Network: h.net, ReadyTimeout: 20 * time.Second,
+		StateDir: filepath.Join(t.TempDir(), "machines")}
 	h.start()
 	return h
 }

@@ -67,6 +67,7 @@ func (a *Agent) hibernate(ctx context.Context, s *sandbox, onlyIfIdle bool) (pan
 	s.rec.State = pandastack.StateHibernated
 	rec := s.rec
 	s.mu.Unlock()
+	a.keepState(s)
 	if err := a.cfg.Store.PutSandbox(context.WithoutCancel(ctx), rec); err != nil {
 		return rec, fmt.Errorf("record hibernation: %w", err)
 	}
@@ -132,6 +133,7 @@ func (a *Agent) wake(ctx context.Context, s *sandbox) error {
 	s.lastUsed = time.Now()
 	rec := s.rec
 	s.mu.Unlock()
+	a.keepState(s)
 	go a.watch(s)
 	if err := a.cfg.Store.PutSandbox(context.WithoutCancel(ctx), rec); err != nil {
 		return fmt.Errorf("record wake: %w", err)

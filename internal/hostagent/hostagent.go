@@ -1,8 +1,10 @@
 // Package hostagent owns the sandboxes on one host: it restores them from
 // templates through the VMM driver, holds the session with each guest agent,
-// expires them on their TTL, and after a restart re-attaches to the VMs that
-// are still running and removes what is left of the others. In single-node
-// mode it runs inside the server; it implements pandastack.Engine.
+// expires them on their deadline (a service machine has none), and after a
+// restart re-attaches to the VMs that are still running and removes what is
+// left of the others, deciding from its own host-local records (hoststate).
+// In single-node mode it runs inside the server; it implements
+// pandastack.Engine.
 package hostagent
 
 import (
@@ -21,6 +23,7 @@ import (
 
 	"github.com/pandastack/pandastack"
 	"github.com/pandastack/pandastack/internal/guestconn"
+	"github.com/pandastack/pandastack/internal/hostagent/hoststate"
 	"github.com/pandastack/pandastack/internal/vmm"
 )
 
@@ -54,6 +57,10 @@ type Config struct {
 	SpaceDirs []string
 	// Network, if set, holds sandboxes' network policies.
 	Network Network
+	// StateDir keeps the host's own records of its machines (hoststate),
+	// from which a restart re-attaches them; "" keeps none (reconcile then
+	// reads the store's records).
+	StateDir string
 }
 
 // Agent is the host agent.
@@ -66,6 +73,10 @@ type Agent struct {
 	done chan struct{}
 	wg   sync.WaitGroup // auto-hibernations under way
 	bg   sync.WaitGroup // background removals (discard.go)
+	// state is the host's records (nil without Config.StateDir);
+	// freshState: it had none when this agent started.
+	state      *hoststate.Dir
+	freshState bool
 }
 
 var _ pandastack.Engine = (*Agent)(nil)
@@ -118,6 +129,13 @@ func (a *Agent) Start(ctx context.Context) error {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return fmt.Errorf("create %s: %w", d, err)
 		}
+	}
+	if a.cfg.StateDir != "" {
+		d, fresh, err := hoststate.Open(a.cfg.StateDir)
+		if err != nil {
+			return err
+		}
+		a.state, a.freshState = d, fresh
 	}
 	a.sweep()
 	if err := a.reconcile(ctx); err != nil {
@@ -247,9 +265,16 @@ func (a *Agent) record(ctx context.Context, v vmm.VM, client *guestconn.Client, 
 		a.forgetNetwork(rec.ID)
 		return pandastack.Sandbox{}, err
 	}
+	if err := a.saveState(s); err != nil {
+		client.Close()
+		v.Kill(context.Background())
+		a.forgetNetwork(rec.ID)
+		return pandastack.Sandbox{}, err
+	}
 	if err := a.cfg.Store.PutSandbox(ctx, rec); err != nil {
 		client.Close()
 		v.Kill(context.Background())
+		a.dropState(rec.ID)
 		return pandastack.Sandbox{}, fmt.Errorf("record sandbox: %w", err)
 	}
 	a.mu.Lock()
@@ -443,6 +468,7 @@ func (a *Agent) end(ctx context.Context, s *sandbox, state pandastack.SandboxSta
 	}
 	a.releaseVolumes(ctx, s.rec.ID)
 	a.forgetNetwork(s.rec.ID)
+	a.dropState(s.rec.ID)
 	s.mu.Lock()
 	now := time.Now().UTC()
 	s.rec.State, s.rec.EndedAt, s.rec.EndReason = state, &now, why
@@ -470,6 +496,7 @@ func (a *Agent) SetTTL(ctx context.Context, id string, ttl time.Duration) (panda
 	s.rec.ExpiresAt = time.Now().UTC().Add(ttl)
 	rec := s.rec
 	s.mu.Unlock()
+	a.keepState(s)
 	if err := a.cfg.Store.PutSandbox(ctx, rec); err != nil {
 		return rec, fmt.Errorf("record ttl: %w", err)
 	}

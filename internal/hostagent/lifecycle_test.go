@@ -2,12 +2,14 @@ package hostagent
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/vmm"
 )
 
 // Every path that starts a VM — a create from a template, a create from a
@@ -155,5 +157,64 @@ func TestRestartReattachesOrReportsFailed(t *testing.T) {
 	}
 	if got := h.exec(asleep.ID, "echo woke"); got != "woke\n" {
 		t.Fatalf("hibernated sandbox after restart: %q", got)
+	}
+}
+
+// blindStore is a store whose sandbox records cannot be read.
+type blindStore struct{ pandastack.Store }
+
+func (blindStore) GetSandbox(ctx context.Context, id string) (pandastack.Sandbox, error) {
+	return pandastack.Sandbox{}, errors.New("the control plane is unreachable")
+}
+
+func (blindStore) ListSandboxes(ctx context.Context, f pandastack.SandboxFilter) ([]pandastack.Sandbox, error) {
+	return nil, errors.New("the control plane is unreachable")
+}
+
+// A restart decides from the host's own records which VMs are its
+// machines: it re-attaches them without reading a sandbox record from the
+// control plane, and still removes leftovers and reports the dead.
+func TestRestartNeedsOnlyHostRecords(t *testing.T) {
+	h := newTestHost(t)
+	ctx := context.Background()
+	alive := h.create(pandastack.CreateRequest{})
+	dead := h.create(pandastack.CreateRequest{Lifetime: pandastack.LifetimeService})
+	asleep := h.create(pandastack.CreateRequest{})
+	if _, err := h.a.Hibernate(ctx, asleep.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.a.Close(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	h.drv.VM(dead.ID).Crash()
+	leftover, err := h.drv.Restore(ctx, h.cfg.Templates.(fixedTemplates).snap, vmm.RestoreOptions{ID: "vm_leftover"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.cfg.Store = blindStore{h.store}
+	h.start()
+
+	if got := h.exec(alive.ID, "echo here"); got != "here\n" {
+		t.Fatalf("re-attached sandbox: %q", got)
+	}
+	if got := h.exec(asleep.ID, "echo woke"); got != "woke\n" {
+		t.Fatalf("hibernated sandbox: %q", got)
+	}
+	if rec := h.record(dead.ID); rec.State != pandastack.StateFailed || !strings.Contains(rec.EndReason, "restart") {
+		t.Fatalf("machine whose VM died: %s %q", rec.State, rec.EndReason)
+	}
+	select {
+	case <-leftover.Exited():
+	default:
+		t.Fatal("a VM no record owns was left running")
+	}
+	if ents, _ := os.ReadDir(h.cfg.StateDir); len(ents) != 2 {
+		t.Fatalf("host records after the restart: %v, want the two live machines'", ents)
+	}
+	if err := h.a.Kill(ctx, alive.ID, pandastack.StateKilled); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(h.cfg.StateDir, alive.ID+".json")); !os.IsNotExist(err) {
+		t.Fatalf("host record of a killed machine: %v", err)
 	}
 }

@@ -183,7 +183,8 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	qcfg := qemu.Config{Dir: filepath.Join(cow.Dir(), "vms"), Accel: s.probe.Accel, UIDBase: uidBase, Logger: log}
 	hcfg := hostagent.Config{Store: store, Templates: s.builder, Logger: log, PoolSize: cfg.PoolSize,
 		HibernateDir: filepath.Join(cow.Dir(), "hibernated"), SnapshotDir: filepath.Join(cow.Dir(), "snapshots"),
-		VolumeDir: filepath.Join(cow.Dir(), "volumes"), SpaceDirs: []string{cfg.DataDir}}
+		VolumeDir: filepath.Join(cow.Dir(), "volumes"), SpaceDirs: []string{cfg.DataDir},
+		StateDir: filepath.Join(cfg.DataDir, "machines")}
 	if s.proxySecret, err = loadProxySecret(cfg.DataDir); err != nil {
 		return nil, err
 	}
