@@ -6,6 +6,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -276,6 +277,26 @@ func qemuProcesses(dataDir string) []int {
 	}
 	return pids
 }
+
+// vmPID is the pid of the QEMU running machine id, from its VM directory's
+// record (a pooled QEMU keeps the name it was started with, not the id of
+// the machine that took it), or 0 when there is none.
+func vmPID(dataDir, id string) int {
+	b, err := os.ReadFile(filepath.Join(dataDir, "cow", "vms", id, "vm.json"))
+	if err != nil {
+		return 0
+	}
+	var m struct {
+		PID int `json:"pid"`
+	}
+	if json.Unmarshal(b, &m) != nil {
+		return 0
+	}
+	return m.PID
+}
+
+// qemuRunning reports whether process pid is (still) a QEMU.
+func qemuRunning(pid int) bool { return pid > 0 && strings.Contains(cmdline(pid), "qemu-system") }
 
 // vmDirs lists the VM directories of a server.
 func vmDirs(dataDir string) []string {

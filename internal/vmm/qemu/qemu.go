@@ -201,8 +201,13 @@ func (d *Driver) Boot(ctx context.Context, spec vmm.BootSpec) (vmm.VM, error) {
 // cache (off the create path, in a pool); without, they are empty.
 //
 // vols are what its volume slots hold: empty slots get placeholders.
-func (d *Driver) prepare(ctx context.Context, m vmm.Machine, diskSize int64, preload *vmm.Snapshot, vols [vmm.VolumeSlots]vmm.VolumeFile) (*vm, error) {
-	id := newID()
+//
+// id names it ("" picks a name: a pooled process is renamed when a restore
+// takes it, but its QEMU -name stays the one it started with).
+func (d *Driver) prepare(ctx context.Context, id string, m vmm.Machine, diskSize int64, preload *vmm.Snapshot, vols [vmm.VolumeSlots]vmm.VolumeFile) (*vm, error) {
+	if id == "" {
+		id = newID()
+	}
 	dir := filepath.Join(d.cfg.Dir, id)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create vm dir: %w", err)
@@ -365,7 +370,7 @@ func (d *Driver) restore(ctx context.Context, snap vmm.Snapshot, opts vmm.Restor
 	}
 	pooled := v != nil
 	if v == nil {
-		if v, err = d.prepare(ctx, snap.Machine, st.Size(), nil, snap.Volumes); err != nil {
+		if v, err = d.prepare(ctx, id, snap.Machine, st.Size(), nil, snap.Volumes); err != nil {
 			return nil, fmt.Errorf("prepare qemu: %w", err)
 		}
 	}
@@ -373,7 +378,7 @@ func (d *Driver) restore(ctx context.Context, snap vmm.Snapshot, opts vmm.Restor
 		v.Kill(context.Background())
 		return nil, err
 	}
-	if id != "" {
+	if id != "" && v.id != id {
 		if err := v.rename(id); err != nil {
 			return fail(err)
 		}
