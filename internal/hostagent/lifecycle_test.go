@@ -17,6 +17,7 @@ import (
 // network policy with the restore, so it is in force before the guest
 // runs its first instruction (a template's daemons run at once).
 func TestEveryRestoreCarriesItsPolicy(t *testing.T) {
+	t.Parallel()
 	h := newTestHost(t)
 	ctx := context.Background()
 	deny := &pandastack.NetworkPolicy{Egress: pandastack.EgressDeny, AllowCIDRs: []string{"10.9.0.0/16"}}
@@ -72,6 +73,7 @@ func TestEveryRestoreCarriesItsPolicy(t *testing.T) {
 // A sandbox runs commands through its guest agent; a kill ends its VM,
 // removes its files and records why, and later calls answer gone.
 func TestCreateExecKill(t *testing.T) {
+	t.Parallel()
 	h := newTestHost(t)
 	ctx := context.Background()
 	sbx := h.create(pandastack.CreateRequest{Env: map[string]string{"GREETING": "hello"}})
@@ -101,6 +103,7 @@ func TestCreateExecKill(t *testing.T) {
 
 // A hibernated sandbox has no VM; any use wakes it, under its own id.
 func TestHibernateAndWakeOnUse(t *testing.T) {
+	t.Parallel()
 	h := newTestHost(t)
 	ctx := context.Background()
 	sbx := h.create(pandastack.CreateRequest{})
@@ -131,6 +134,7 @@ func TestHibernateAndWakeOnUse(t *testing.T) {
 // hibernated sandboxes asleep, and records as failed — with the reason —
 // the sandboxes whose VM died while it was down.
 func TestRestartReattachesOrReportsFailed(t *testing.T) {
+	t.Parallel()
 	h := newTestHost(t)
 	ctx := context.Background()
 	alive := h.create(pandastack.CreateRequest{})
@@ -175,6 +179,7 @@ func (blindStore) ListSandboxes(ctx context.Context, f pandastack.SandboxFilter)
 // machines: it re-attaches them without reading a sandbox record from the
 // control plane, and still removes leftovers and reports the dead.
 func TestRestartNeedsOnlyHostRecords(t *testing.T) {
+	t.Parallel()
 	h := newTestHost(t)
 	ctx := context.Background()
 	alive := h.create(pandastack.CreateRequest{})

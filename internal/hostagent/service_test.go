@@ -12,6 +12,7 @@ import (
 // A service machine has no expiry: the reaper never ends it, however
 // long it runs; a sandbox beside it expires on time. Its TTL cannot be set.
 func TestServiceMachineIsNeverReaped(t *testing.T) {
+	t.Parallel()
 	h := newTestHost(t)
 	ctx := context.Background()
 	svc := h.create(pandastack.CreateRequest{Lifetime: pandastack.LifetimeService, TTL: time.Millisecond})
@@ -40,6 +41,7 @@ func TestServiceMachineIsNeverReaped(t *testing.T) {
 // (hibernated when it slept, woken on use), recorded failed with the
 // reason when its VM died while the host was down — never silently gone.
 func TestServiceMachineAcrossRestarts(t *testing.T) {
+	t.Parallel()
 	h := newTestHost(t)
 	ctx := context.Background()
 	svc := pandastack.CreateRequest{Lifetime: pandastack.LifetimeService}
