@@ -70,11 +70,13 @@ type Sandbox struct {
 	DiskMiB    int               `json:"disk_mib,omitempty"`
 	// TemplateVersion is the version number of the template build it came
 	// from (0 when unknown).
-	TemplateVersion int        `json:"template_version,omitempty"`
-	CreatedAt       time.Time  `json:"created_at"`
-	ExpiresAt       time.Time  `json:"expires_at"`
-	EndedAt         *time.Time `json:"ended_at,omitempty"`
-	EndReason       string     `json:"end_reason,omitempty"`
+	TemplateVersion int       `json:"template_version,omitempty"`
+	CreatedAt       time.Time `json:"created_at"`
+	// ExpiresAt is when its TTL runs out; zero (and left out of JSON) for
+	// a service machine, which has no TTL.
+	ExpiresAt time.Time  `json:"expires_at,omitzero"`
+	EndedAt   *time.Time `json:"ended_at,omitempty"`
+	EndReason string     `json:"end_reason,omitempty"`
 	// Network is the sandbox's network policy and Domain the domain its
 	// ports are served under (PORT-ID.Domain); the API fills both in.
 	Network *NetworkPolicy `json:"network,omitempty"`
@@ -85,6 +87,54 @@ type Sandbox struct {
 	// AutoHibernateSeconds, when above 0, hibernates the sandbox after that
 	// many seconds without activity (see README, "Auto-hibernate").
 	AutoHibernateSeconds int `json:"auto_hibernate_seconds,omitempty"`
+	// Lifetime is its lifetime class: LifetimeSandbox ("" in records made
+	// before service machines existed) or LifetimeService.
+	Lifetime Lifetime `json:"lifetime,omitempty"`
+}
+
+// Lifetime is a machine's lifetime class.
+type Lifetime string
+
+// Lifetime classes.
+const (
+	// LifetimeSandbox is a sandbox: it ends when its TTL (at most the
+	// server's maximum, 24 h by default) runs out.
+	LifetimeSandbox Lifetime = "sandbox"
+	// LifetimeService is a service machine (a database, an app release, a
+	// function runtime, or a sandbox created as one): no TTL and no cap on
+	// its life, never reaped, re-attached after a server or host restart
+	// (or recorded failed, with the reason, when its VM did not survive),
+	// hibernated and woken on demand. A team's service machines are listed
+	// and capped on their own.
+	LifetimeService Lifetime = "service"
+)
+
+// Expiry is when a machine of class l started at now with ttl ends: never
+// (the zero time) for a service machine.
+func (l Lifetime) Expiry(now time.Time, ttl time.Duration) time.Time {
+	if l.IsService() {
+		return time.Time{}
+	}
+	return now.Add(ttl)
+}
+
+// NoTTLError is the error for a TTL asked of service machine id.
+func NoTTLError(id string) error {
+	return Errorf(EInvalid, "%s is a service machine: it has no TTL (kill it to end it)", id)
+}
+
+// IsService reports whether l is the service class.
+func (l Lifetime) IsService() bool { return l == LifetimeService }
+
+// ParseLifetime checks a lifetime given by a user: "" is a sandbox.
+func ParseLifetime(s string) (Lifetime, error) {
+	switch Lifetime(s) {
+	case "", LifetimeSandbox:
+		return LifetimeSandbox, nil
+	case LifetimeService:
+		return LifetimeService, nil
+	}
+	return "", Errorf(EInvalid, "lifetime must be %q or %q, got %q", LifetimeSandbox, LifetimeService, s)
 }
 
 // Template is a baked guest image sandboxes are created from.
@@ -230,6 +280,9 @@ type SandboxFilter struct {
 	Metadata map[string]string
 	LiveOnly bool
 	Host     string
+	// Lifetime, when set, matches that class only (LifetimeSandbox also
+	// matches records without one).
+	Lifetime Lifetime
 }
 
 // Store persists control-plane state. Implementations: store/sqlite.
@@ -377,6 +430,9 @@ type CreateRequest struct {
 	// AutoHibernate, when above 0, hibernates the sandbox after that long
 	// without activity.
 	AutoHibernate time.Duration
+	// Lifetime is the machine's class; LifetimeService ignores TTL (a
+	// service machine has none).
+	Lifetime Lifetime
 }
 
 // Guest is the live connection to one sandbox's guest agent.

@@ -99,26 +99,8 @@ func (s *Server) buildCustomTemplate(w http.ResponseWriter, r *http.Request, nam
 	return nil
 }
 
-// Size limits of a create or a build.
-const (
-	maxCPUs      = 8
-	minMemoryMiB = 128
-	maxMemoryMiB = 16384
-	maxDiskGiB   = 256
-)
-
-func checkSize(cpus, mem, disk int) error {
-	if cpus < 0 || cpus > maxCPUs {
-		return invalid("cpus must be between 1 and %d, got %d", maxCPUs, cpus)
-	}
-	if mem != 0 && (mem < minMemoryMiB || mem > maxMemoryMiB) {
-		return invalid("memory_mib must be between %d and %d, got %d", minMemoryMiB, maxMemoryMiB, mem)
-	}
-	if disk < 0 || disk > maxDiskGiB {
-		return invalid("disk_gib must be between 1 and %d (and not below the template's disk), got %d", maxDiskGiB, disk)
-	}
-	return nil
-}
+// checkSize validates a build's size (see pandastack.CheckSize).
+func checkSize(cpus, mem, disk int) error { return pandastack.CheckSize(cpus, mem, disk) }
 
 type versionList struct {
 	Versions []pandastack.TemplateVersion `json:"versions"`

@@ -62,15 +62,5 @@ func absPath(name, p string) (string, error) {
 	return path.Clean(p), nil
 }
 
-// checkEnv validates environment variables.
-func checkEnv(env map[string]string) error {
-	for k, v := range env {
-		if k == "" || strings.ContainsAny(k, "=\x00") {
-			return invalid("env: invalid variable name %q", k)
-		}
-		if strings.ContainsRune(v, 0) {
-			return invalid("env: value of %s contains a NUL byte", k)
-		}
-	}
-	return nil
-}
+// checkEnv validates environment variables (see pandastack.CheckEnv).
+func checkEnv(env map[string]string) error { return pandastack.CheckEnv(env) }

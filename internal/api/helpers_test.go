@@ -167,6 +167,7 @@ type sandbox struct {
 	CreatedAt string            `json:"created_at"`
 	ExpiresAt string            `json:"expires_at"`
 	EndedAt   string            `json:"ended_at"`
+	Lifetime  string            `json:"lifetime"`
 }
 
 // newSandbox creates a sandbox of template base for key.

@@ -4,7 +4,6 @@ import (
 	"net/http"
 
 	"github.com/pandastack/pandastack"
-	"github.com/pandastack/pandastack/internal/quotas"
 )
 
 // hibernate saves the sandbox whole and frees its memory and CPU.
@@ -63,16 +62,9 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	// Each child is a live sandbox the size of its parent.
-	release, err := s.quotas.Reserve(r.Context(), sb.TeamID, quotas.Usage{
-		Sandboxes: n, VCPUs: n * sb.CPUs, MemoryMiB: n * sb.MemoryMiB})
+	kids, err := s.sbx.Fork(r.Context(), sb, n)
 	if err != nil {
 		return err
-	}
-	defer release()
-	kids, err := s.cfg.Engine.Fork(r.Context(), sb.ID, n)
-	if err != nil {
-		return wrap(err, "fork sandbox")
 	}
 	if req.Count == nil {
 		writeJSON(w, http.StatusCreated, kids[0])

@@ -32,21 +32,6 @@ func (s *Server) network() (Network, error) {
 	return s.cfg.Network, nil
 }
 
-// checkNetwork validates a create request's policy.
-func (s *Server) checkNetwork(p *pandastack.NetworkPolicy) (*pandastack.NetworkPolicy, error) {
-	if p == nil {
-		return nil, nil
-	}
-	if _, err := s.network(); err != nil {
-		return nil, err
-	}
-	n, err := p.Normalize()
-	if err != nil {
-		return nil, err
-	}
-	return &n, nil
-}
-
 func (s *Server) getNetwork(w http.ResponseWriter, r *http.Request) error {
 	sb, err := s.liveSandbox(r)
 	if err != nil {

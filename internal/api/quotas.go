@@ -14,44 +14,6 @@ import (
 	"github.com/pandastack/pandastack/internal/quotas"
 )
 
-// Smallest machine a create can ask for: what a sandbox of unknown size is
-// counted as until its record (with its real size) is in the store.
-const (
-	minCountedCPUs = 1
-	minCountedMiB  = 128
-)
-
-// createUsage is what a sandbox create takes from its team's quota: one
-// sandbox of the size asked for, else the snapshot's sandbox's or the
-// template's size. When the create path moves into the sandbox service, it
-// makes the same single call, quotas.Service.Reserve, once it has resolved
-// the size, and this estimate goes away.
-func (s *Server) createUsage(ctx context.Context, req createSandboxRequest) quotas.Usage {
-	cpus, mem := req.CPUs, req.MemoryMiB
-	if cpus == 0 || mem == 0 {
-		var c, m int
-		if req.Snapshot != "" {
-			if sn, err := s.cfg.Store.GetSnapshot(ctx, req.Snapshot); err == nil {
-				if sb, err := s.cfg.Store.GetSandbox(ctx, sn.SandboxID); err == nil {
-					c, m = sb.CPUs, sb.MemoryMiB
-				}
-			}
-		} else {
-			name, _, _ := strings.Cut(req.Template, ":")
-			if t, err := s.cfg.Store.GetTemplate(ctx, name); err == nil {
-				c, m = t.CPUs, t.MemoryMiB
-			}
-		}
-		if cpus == 0 {
-			cpus = c
-		}
-		if mem == 0 {
-			mem = m
-		}
-	}
-	return quotas.Usage{Sandboxes: 1, VCPUs: max(cpus, minCountedCPUs), MemoryMiB: max(mem, minCountedMiB)}
-}
-
 // rateLimit takes one request from the caller's key's token bucket; an
 // empty bucket answers 429 rate_limited with Retry-After (whole seconds).
 // Only authenticated API routes are limited: /v1/health and the sandbox

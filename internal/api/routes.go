@@ -57,6 +57,7 @@ var routeTable = []route{
 	{"GET", "/v1/sandboxes/{id}/network", team, (*Server).getNetwork},
 	{"PUT", "/v1/sandboxes/{id}/network", team, (*Server).setNetwork},
 	{"POST", "/v1/sandboxes/{id}/ports/{port}/url", team, (*Server).portURL},
+	{"GET", "/v1/machines", team, (*Server).listMachines},
 	{"GET", "/v1/snapshots", team, (*Server).listSnapshots},
 	{"GET", "/v1/snapshots/{id}", team, (*Server).getSnapshot},
 	{"DELETE", "/v1/snapshots/{id}", team, (*Server).deleteSnapshot},

@@ -8,10 +8,8 @@ import (
 	"time"
 
 	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/sandboxes"
 )
-
-// maxMetadataKeys bounds a sandbox's metadata.
-const maxMetadataKeys = 64
 
 type createSandboxRequest struct {
 	Template   string            `json:"template"`
@@ -28,6 +26,9 @@ type createSandboxRequest struct {
 	Volumes []pandastack.VolumeMount `json:"volumes"`
 	// AutoHibernateSeconds hibernates the sandbox after that long idle.
 	AutoHibernateSeconds *int64 `json:"auto_hibernate_seconds"`
+	// Lifetime is "sandbox" (the default) or "service" (see
+	// pandastack.LifetimeService; machines.go).
+	Lifetime string `json:"lifetime"`
 }
 
 type ttlRequest struct {
@@ -38,103 +39,28 @@ type sandboxList struct {
 	Sandboxes []pandastack.Sandbox `json:"sandboxes"`
 }
 
-// autoHibernate checks auto_hibernate_seconds against [0, MaxTTL]: 0 (or
-// nil) is off, and an idle time longer than any TTL is a mistake.
-func (s *Server) autoHibernate(sec *int64) (time.Duration, error) {
-	if sec == nil {
-		return 0, nil
-	}
-	maxSec := int64(s.cfg.MaxTTL / time.Second)
-	if *sec < 0 || *sec > maxSec {
-		return 0, invalid("auto_hibernate_seconds must be between 0 (off) and %d (%s), got %d", maxSec, s.cfg.MaxTTL, *sec)
-	}
-	return time.Duration(*sec) * time.Second, nil
-}
-
-// ttl checks ttl_seconds against (0, MaxTTL]; nil means the default.
-func (s *Server) ttl(sec *int64) (time.Duration, error) {
-	if sec == nil {
-		return s.cfg.DefaultTTL, nil
-	}
-	maxSec := int64(s.cfg.MaxTTL / time.Second)
-	if *sec <= 0 || *sec > maxSec {
-		return 0, invalid("ttl_seconds must be between 1 and %d (%s), got %d", maxSec, s.cfg.MaxTTL, *sec)
-	}
-	return time.Duration(*sec) * time.Second, nil
-}
-
 func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 	var req createSandboxRequest
 	if err := decodeJSON(w, r, &req); err != nil {
 		return err
 	}
-	if strings.TrimSpace(req.Template) == "" && req.Snapshot == "" {
-		return invalid("template is required (or a snapshot to start from)")
-	}
-	ttl, err := s.ttl(req.TTLSeconds)
-	if err != nil {
-		return err
-	}
-	idle, err := s.autoHibernate(req.AutoHibernateSeconds)
-	if err != nil {
-		return err
-	}
-	if len(req.Metadata) > maxMetadataKeys {
-		return invalid("metadata has %d keys; at most %d are allowed", len(req.Metadata), maxMetadataKeys)
-	}
-	for k := range req.Metadata {
-		if k == "" {
-			return invalid("metadata keys must not be empty")
+	if req.Network != nil {
+		if _, err := s.network(); err != nil { // this server gives sandboxes no network
+			return err
 		}
 	}
-	if err := checkEnv(req.Env); err != nil {
-		return err
-	}
-	if err := checkSize(req.CPUs, req.MemoryMiB, req.DiskGiB); err != nil {
-		return err
-	}
-	if req.Snapshot != "" && (req.CPUs != 0 || req.MemoryMiB != 0 || req.DiskGiB != 0) {
-		return invalid("cpus, memory_mib and disk_gib cannot be changed when starting from a snapshot")
-	}
-	if req.Metadata == nil {
-		req.Metadata = map[string]string{}
-	}
-	if err := pandastack.CheckVolumeMounts(req.Volumes); err != nil {
-		return err
-	}
-	if req.Snapshot != "" && len(req.Volumes) > 0 {
-		return invalid("volumes cannot be attached to a sandbox created from a snapshot: it gets copies of the snapshot's volumes")
-	}
-	policy, err := s.checkNetwork(req.Network)
-	if err != nil {
-		return err
-	}
 	p := caller(r)
-	release, err := s.quotas.Reserve(r.Context(), p.team.ID, s.createUsage(r.Context(), req))
-	if err != nil {
-		return err
-	}
-	defer release()
-	sb, err := s.cfg.Engine.Create(r.Context(), pandastack.CreateRequest{
-		TeamID:    p.team.ID,
-		Template:  req.Template,
-		TTL:       ttl,
-		Metadata:  req.Metadata,
-		Env:       req.Env,
-		Snapshot:  req.Snapshot,
-		CPUs:      req.CPUs,
-		MemoryMiB: req.MemoryMiB,
-		DiskGiB:   req.DiskGiB,
-		Network:   policy,
-		Volumes:   req.Volumes,
-
-		AutoHibernate: idle,
+	sb, err := s.sbx.Create(r.Context(), p.team.ID, sandboxes.CreateParams{
+		Template: strings.TrimSpace(req.Template), Snapshot: req.Snapshot, Lifetime: req.Lifetime,
+		TTLSeconds: req.TTLSeconds, AutoHibernateSeconds: req.AutoHibernateSeconds,
+		Metadata: req.Metadata, Env: req.Env, CPUs: req.CPUs, MemoryMiB: req.MemoryMiB, DiskGiB: req.DiskGiB,
+		Network: req.Network, Volumes: req.Volumes,
 	})
 	if err != nil {
-		return wrap(err, "create sandbox")
+		return err // the service says what it was doing
 	}
 	s.log.InfoContext(r.Context(), "sandbox created", "request_id", requestID(r),
-		"sandbox", sb.ID, "team", p.team.Name, "template", sb.Template)
+		"sandbox", sb.ID, "team", p.team.Name, "template", sb.Template, "lifetime", sb.Lifetime)
 	writeJSON(w, http.StatusCreated, s.present(r, sb))
 	return nil
 }
@@ -274,17 +200,16 @@ func (s *Server) setTTL(w http.ResponseWriter, r *http.Request) error {
 	if req.TTLSeconds == nil {
 		return invalid("ttl_seconds is required")
 	}
-	ttl, err := s.ttl(req.TTLSeconds)
-	if err != nil {
+	if _, err := s.sbx.TTL(req.TTLSeconds); err != nil {
 		return err
 	}
 	sb, err := s.liveSandbox(r)
 	if err != nil {
 		return err
 	}
-	updated, err := s.cfg.Engine.SetTTL(r.Context(), sb.ID, ttl)
+	updated, err := s.sbx.SetTTL(r.Context(), sb, req.TTLSeconds)
 	if err != nil {
-		return wrap(err, "set TTL of sandbox "+sb.ID)
+		return err
 	}
 	writeJSON(w, http.StatusOK, s.present(r, updated))
 	return nil
@@ -322,6 +247,9 @@ func (s *Server) presentWith(r *http.Request, sb pandastack.Sandbox, mounts map[
 	}
 	if sb.Metadata == nil {
 		sb.Metadata = map[string]string{}
+	}
+	if sb.Lifetime == "" {
+		sb.Lifetime = pandastack.LifetimeSandbox
 	}
 	sb = s.presentNetwork(sb)
 	if bi, ok := s.cfg.Builder.(buildInfoer); ok && sb.TemplateID != "" && (sb.TemplateVersion == 0 || sb.DiskMiB == 0) {

@@ -1,8 +1,10 @@
 // Package api is PandaStack's HTTP API: JSON over HTTP under /v1, with NDJSON
 // streams for command output and template builds and raw bytes for file
 // transfers. It is the only layer that speaks HTTP; it authenticates API keys,
-// keeps each team to its own sandboxes, validates requests and maps
-// *pandastack.Error codes to HTTP statuses (errors.go holds the one table).
+// keeps each team to its own sandboxes, decodes requests (the sandbox
+// product's rules — validation, quotas, lifetimes — are package sandboxes')
+// and maps *pandastack.Error codes to HTTP statuses (errors.go holds the one
+// table).
 //
 // The API reads sandboxes from the Store but never writes them: the Engine
 // persists every state change (create, kill, TTL change, expiry).
@@ -18,12 +20,13 @@ import (
 
 	"github.com/pandastack/pandastack"
 	"github.com/pandastack/pandastack/internal/quotas"
+	"github.com/pandastack/pandastack/internal/sandboxes"
 )
 
 // Defaults applied by New to zero Config fields.
 const (
-	DefaultMaxTTL            = 24 * time.Hour
-	DefaultTTL               = 5 * time.Minute
+	DefaultMaxTTL            = sandboxes.DefaultMaxTTL
+	DefaultTTL               = sandboxes.DefaultTTL
 	DefaultMaxBufferedOutput = 16 << 20
 	DefaultMaxBufferedTotal  = 256 << 20
 	DefaultBodyReadTimeout   = time.Minute
@@ -40,12 +43,17 @@ type Config struct {
 	Logger  *slog.Logger               // nil: discard
 
 	// Quotas holds each team's limits and reserves what requests take (nil:
-	// a service with no limits but MaxLiveSandboxesPerTeam). Its limits'
-	// requests_per_second also rate-limit each API key.
+	// a service whose only limits are MaxLiveSandboxesPerTeam and
+	// MaxServiceMachinesPerTeam). Its limits' requests_per_second also
+	// rate-limit each API key.
 	Quotas *quotas.Service
-	// MaxLiveSandboxesPerTeam caps a team's live sandboxes when Quotas is
-	// nil; 0 means no cap. (With Quotas, max_sandboxes does this.)
+	// MaxLiveSandboxesPerTeam caps a team's live sandboxes (service
+	// machines included) when Quotas is nil; 0 means no cap. (With
+	// Quotas, max_sandboxes does this.)
 	MaxLiveSandboxesPerTeam int
+	// MaxServiceMachinesPerTeam caps a team's live service machines when
+	// Quotas is nil; 0 means no cap. (With Quotas, max_service_machines.)
+	MaxServiceMachinesPerTeam int
 	// MaxTTL bounds ttl_seconds (default 24h).
 	MaxTTL time.Duration
 	// DefaultTTL is a new sandbox's TTL when the request names none (default 5m).
@@ -92,6 +100,9 @@ type Server struct {
 	limiter *quotas.RateLimiter
 
 	buffered budget // output held by buffered execs, bounded by MaxBufferedTotal
+	// sbx applies the sandbox product's rules: validation, quotas, TTL
+	// and lifetime (package sandboxes).
+	sbx *sandboxes.Service
 }
 
 // New returns a Server for cfg, filling in defaults.
@@ -115,12 +126,15 @@ func New(cfg Config) *Server {
 		cfg.MaxBufferedOutput = DefaultMaxBufferedOutput
 	}
 	if cfg.Quotas == nil {
-		cfg.Quotas = quotas.New(quotas.Config{Store: cfg.Store, Defaults: quotas.Limits{MaxSandboxes: cfg.MaxLiveSandboxesPerTeam}})
+		cfg.Quotas = quotas.New(quotas.Config{Store: cfg.Store, Defaults: quotas.Limits{
+			MaxSandboxes: cfg.MaxLiveSandboxesPerTeam, MaxServiceMachines: cfg.MaxServiceMachinesPerTeam}})
 	}
 	if cfg.MaxBufferedTotal <= 0 {
 		cfg.MaxBufferedTotal = DefaultMaxBufferedTotal
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, quotas: cfg.Quotas, limiter: quotas.NewRateLimiter(), buffered: budget{max: cfg.MaxBufferedTotal}}
+	s := &Server{cfg: cfg, log: cfg.Logger, quotas: cfg.Quotas, limiter: quotas.NewRateLimiter(), buffered: budget{max: cfg.MaxBufferedTotal},
+		sbx: sandboxes.New(sandboxes.Config{Store: cfg.Store, Engine: cfg.Engine, Logger: cfg.Logger, Quotas: cfg.Quotas,
+			MaxTTL: cfg.MaxTTL, DefaultTTL: cfg.DefaultTTL})}
 	s.handler = s.buildHandler()
 	return s
 }

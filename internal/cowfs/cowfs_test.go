@@ -18,7 +18,7 @@ import (
 func open(t *testing.T) *cowfs.FS {
 	t.Helper()
 	if os.Getuid() != 0 {
-		t.Fatal("cowfs tests need root to mount an XFS image (CI runs as root)")
+		t.Skip("cowfs tests need root to mount an XFS image (CI runs them as root)")
 	}
 	base := t.TempDir()
 	dir := filepath.Join(base, "cow")

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -33,6 +32,10 @@ func TestAutoHibernate(t *testing.T) {
 		t.Fatalf("mark %q %v", mark, err)
 	}
 	pid, v := startMemProcess(t, sb)
+	qpid := vmPID(main.dataDir, sb.ID)
+	if !qemuRunning(qpid) {
+		t.Fatalf("no QEMU recorded for %s (pid %d)", sb.ID, qpid)
+	}
 
 	// Busy: short execs, back to back, for twice the idle time.
 	running := func(what string) {
@@ -66,14 +69,7 @@ func TestAutoHibernate(t *testing.T) {
 		return err == nil && got.State == "hibernated"
 	})
 	t.Logf("hibernated %v after its last use (idle time %ds)", time.Since(t0), idle)
-	eventually(t, 30*time.Second, "its QEMU to end", func() bool {
-		for _, p := range qemuProcesses(main.dataDir) {
-			if strings.Contains(cmdline(p), sb.ID) {
-				return false
-			}
-		}
-		return true
-	})
+	eventually(t, 30*time.Second, "its QEMU to end", func() bool { return !qemuRunning(qpid) })
 
 	// Any use wakes it, memory intact: the tmpfs file and the process's value.
 	t0 = time.Now()

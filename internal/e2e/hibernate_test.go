@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
@@ -20,6 +19,10 @@ func TestHibernateWake(t *testing.T) {
 	}
 	pid, v := startMemProcess(t, sb)
 
+	qpid := vmPID(main.dataDir, sb.ID)
+	if !qemuRunning(qpid) {
+		t.Fatalf("no QEMU recorded for %s (pid %d)", sb.ID, qpid)
+	}
 	t0 := time.Now()
 	if err := sb.Hibernate(ctx); err != nil {
 		t.Fatal(err)
@@ -28,10 +31,8 @@ func TestHibernateWake(t *testing.T) {
 	if sb.State != "hibernated" {
 		t.Fatalf("state %q after hibernate", sb.State)
 	}
-	for _, pid := range qemuProcesses(main.dataDir) {
-		if strings.Contains(cmdline(pid), sb.ID) {
-			t.Fatalf("QEMU for %s still runs while hibernated", sb.ID)
-		}
+	if qemuRunning(qpid) {
+		t.Fatalf("QEMU for %s still runs while hibernated", sb.ID)
 	}
 	got, _ := c.GetSandbox(ctx, sb.ID)
 	if got.State != "hibernated" || !got.Live() {

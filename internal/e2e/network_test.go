@@ -532,10 +532,8 @@ func TestNetworkCleanup(t *testing.T) {
 	}
 	ns := sandboxNetns(t, dir, sb.ID)
 	srv.crash()
-	for _, pid := range qemuProcesses(dir) {
-		if strings.Contains(cmdline(pid), sb.ID) {
-			_ = unix.Kill(pid, unix.SIGKILL)
-		}
+	if pid := vmPID(dir, sb.ID); qemuRunning(pid) {
+		_ = unix.Kill(pid, unix.SIGKILL)
 	}
 	if !netnsExists(ns) {
 		t.Fatal("the namespace was gone right after the crash: nothing for the restart to clean up")

@@ -205,6 +205,7 @@ func TestStatefulCycles(t *testing.T) {
 		}
 
 		// Nothing the cycle made outlives it.
+		qpids := map[string]int{kid.ID: vmPID(main.dataDir, kid.ID), rs.ID: vmPID(main.dataDir, rs.ID)}
 		for _, sb := range []*sdk.Sandbox{kid, rs} {
 			if err := sb.Kill(ctx); err != nil {
 				t.Fatalf("cycle %d: kill %s: %v", i, sb.ID, err)
@@ -219,10 +220,8 @@ func TestStatefulCycles(t *testing.T) {
 			return len(qemuProcesses(main.dataDir)) <= baseQEMU && len(vmDirs(main.dataDir)) <= baseDirs
 		})
 		for _, id := range []string{kid.ID, rs.ID} {
-			for _, p := range qemuProcesses(main.dataDir) {
-				if strings.Contains(cmdline(p), id) {
-					t.Fatalf("cycle %d: QEMU of killed %s still runs", i, id)
-				}
+			if qemuRunning(qpids[id]) {
+				t.Fatalf("cycle %d: QEMU of killed %s still runs", i, id)
 			}
 			if slices.Contains(vmDirs(main.dataDir), id) {
 				t.Fatalf("cycle %d: VM dir of killed %s left", i, id)

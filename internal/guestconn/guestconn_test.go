@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/guest/guesttest"
 	"github.com/pandastack/pandastack/internal/guestconn"
 )
 
@@ -22,30 +22,14 @@ import (
 // unix socket that stands in for the virtio-serial port.
 func startAgent(t *testing.T) (*guestconn.Conn, *exec.Cmd) {
 	t.Helper()
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "pandastack-guest")
-	build := exec.Command("go", "build", "-o", bin, "github.com/pandastack/pandastack/cmd/pandastack-guest")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build agent: %v\n%s", err, out)
-	}
-	sock := filepath.Join(dir, "port.sock")
-	ln, err := net.Listen("unix", sock)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a, err := guesttest.Start(ctx, guesttest.Binary(t), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "serve", "unix:"+sock)
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	nc, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln.Close()
-	return guestconn.NewConn(nc), cmd
+	t.Cleanup(a.Stop)
+	return guestconn.NewConn(a.Conn), a.Cmd
 }
 
 func session(t *testing.T) *guestconn.Client {

@@ -51,7 +51,7 @@ func (a *Agent) Fork(ctx context.Context, id string, count int) ([]pandastack.Sa
 	}
 	var kids []pandastack.Sandbox
 	for i := 0; i < count; i++ {
-		cv, err := a.cfg.Driver.Restore(a.startingWith(ctx, a.parentPolicy(parent.ID)), snap)
+		cv, err := a.cfg.Driver.Restore(ctx, snap, vmm.RestoreOptions{ID: newSandboxID(), Network: a.policy(parent.ID)})
 		if err != nil {
 			return kids, &pandastack.Error{Code: pandastack.EUnavailable, Message: fmt.Sprintf("fork %d of %d failed", i+1, count), Err: err}
 		}
@@ -73,14 +73,20 @@ func (a *Agent) Fork(ctx context.Context, id string, count int) ([]pandastack.Sa
 		meta["forked_from"] = parent.ID
 		rec := parent
 		rec.ID, rec.State, rec.Metadata, rec.CreatedAt, rec.EndedAt, rec.EndReason = cv.ID(), pandastack.StateRunning, meta, now, nil, ""
-		rec.ExpiresAt = now.Add(parent.ExpiresAt.Sub(parent.CreatedAt))
-		if err := a.cfg.Store.PutSandbox(ctx, rec); err != nil {
+		rec.ExpiresAt = parent.Lifetime.Expiry(now, parent.ExpiresAt.Sub(parent.CreatedAt))
+		ks := newSandbox(rec, cv, cc)
+		if err := a.saveState(ks); err != nil {
 			cc.Close()
 			cv.Kill(context.Background())
 			return kids, fmt.Errorf("record fork: %w", err)
 		}
+		if err := a.cfg.Store.PutSandbox(ctx, rec); err != nil {
+			cc.Close()
+			cv.Kill(context.Background())
+			a.dropState(rec.ID)
+			return kids, fmt.Errorf("record fork: %w", err)
+		}
 		a.log.Debug("fork child ready", "sandbox", id, "child", rec.ID, "restored_ms", ms(tRestored), "ready_ms", ms(time.Since(t0)))
-		ks := newSandbox(rec, cv, cc)
 		a.mu.Lock()
 		a.sbx[rec.ID] = ks
 		a.mu.Unlock()

@@ -67,6 +67,7 @@ func (a *Agent) hibernate(ctx context.Context, s *sandbox, onlyIfIdle bool) (pan
 	s.rec.State = pandastack.StateHibernated
 	rec := s.rec
 	s.mu.Unlock()
+	a.keepState(s)
 	if err := a.cfg.Store.PutSandbox(context.WithoutCancel(ctx), rec); err != nil {
 		return rec, fmt.Errorf("record hibernation: %w", err)
 	}
@@ -116,7 +117,7 @@ func (a *Agent) wake(ctx context.Context, s *sandbox) error {
 		s.volumes = true
 		s.mu.Unlock()
 	}
-	v, err := a.cfg.Driver.WakeVM(ctx, id, snap)
+	v, err := a.cfg.Driver.Restore(ctx, snap, vmm.RestoreOptions{ID: id, Network: a.policy(id)})
 	if err != nil {
 		return &pandastack.Error{Code: pandastack.EUnavailable, Message: "the sandbox could not be woken", Err: err}
 	}
@@ -132,6 +133,7 @@ func (a *Agent) wake(ctx context.Context, s *sandbox) error {
 	s.lastUsed = time.Now()
 	rec := s.rec
 	s.mu.Unlock()
+	a.keepState(s)
 	go a.watch(s)
 	if err := a.cfg.Store.PutSandbox(context.WithoutCancel(ctx), rec); err != nil {
 		return fmt.Errorf("record wake: %w", err)

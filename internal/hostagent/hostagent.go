@@ -1,8 +1,10 @@
 // Package hostagent owns the sandboxes on one host: it restores them from
 // templates through the VMM driver, holds the session with each guest agent,
-// expires them on their TTL, and after a restart re-attaches to the VMs that
-// are still running and removes what is left of the others. In single-node
-// mode it runs inside the server; it implements pandastack.Engine.
+// expires them on their deadline (a service machine has none), and after a
+// restart re-attaches to the VMs that are still running and removes what is
+// left of the others, deciding from its own host-local records (hoststate).
+// In single-node mode it runs inside the server; it implements
+// pandastack.Engine.
 package hostagent
 
 import (
@@ -21,6 +23,7 @@ import (
 
 	"github.com/pandastack/pandastack"
 	"github.com/pandastack/pandastack/internal/guestconn"
+	"github.com/pandastack/pandastack/internal/hostagent/hoststate"
 	"github.com/pandastack/pandastack/internal/vmm"
 )
 
@@ -56,6 +59,10 @@ type Config struct {
 	Network Network
 	// Archive, if set, keeps snapshots in object storage too (archive.go).
 	Archive SnapshotArchive
+	// StateDir keeps the host's own records of its machines (hoststate),
+	// from which a restart re-attaches them; "" keeps none (reconcile then
+	// reads the store's records).
+	StateDir string
 }
 
 // Agent is the host agent.
@@ -68,6 +75,10 @@ type Agent struct {
 	done chan struct{}
 	wg   sync.WaitGroup // auto-hibernations under way
 	bg   sync.WaitGroup // background removals (discard.go)
+	// state is the host's records (nil without Config.StateDir);
+	// freshState: it had none when this agent started.
+	state      *hoststate.Dir
+	freshState bool
 }
 
 var _ pandastack.Engine = (*Agent)(nil)
@@ -120,6 +131,13 @@ func (a *Agent) Start(ctx context.Context) error {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return fmt.Errorf("create %s: %w", d, err)
 		}
+	}
+	if a.cfg.StateDir != "" {
+		d, fresh, err := hoststate.Open(a.cfg.StateDir)
+		if err != nil {
+			return err
+		}
+		a.state, a.freshState = d, fresh
 	}
 	a.sweep()
 	if err := a.reconcile(ctx); err != nil {
@@ -174,10 +192,9 @@ func (a *Agent) Create(ctx context.Context, req pandastack.CreateRequest) (panda
 		}
 		return pandastack.Sandbox{}, pandastack.Errorf(pandastack.EInvalid, "at most %d volumes per sandbox", snap.Machine.VolumeSlots)
 	}
+	id := newSandboxID()
 	if len(req.Volumes) > 0 {
-		b := make([]byte, 8)
-		_, _ = rand.Read(b)
-		held = "sbx_creating_" + hex.EncodeToString(b)
+		held = id
 		if snap.Volumes, vols, err = a.attachVolumes(ctx, req, held); err != nil {
 			return pandastack.Sandbox{}, err
 		}
@@ -187,7 +204,7 @@ func (a *Agent) Create(ctx context.Context, req pandastack.CreateRequest) (panda
 			}
 		}()
 	}
-	v, err := a.cfg.Driver.Restore(ctx, snap)
+	v, err := a.cfg.Driver.Restore(ctx, snap, vmm.RestoreOptions{ID: id, Network: startPolicy(req.Network)})
 	if err != nil {
 		return pandastack.Sandbox{}, &pandastack.Error{Code: pandastack.EUnavailable, Message: "could not start the sandbox VM", Err: err}
 	}
@@ -199,16 +216,11 @@ func (a *Agent) Create(ctx context.Context, req pandastack.CreateRequest) (panda
 	}
 	tReady := time.Since(t0)
 	if len(vols) > 0 {
-		err := a.mountVolumes(ctx, client, tpl, vols)
-		if err == nil {
-			err = a.cfg.Store.MoveVolumes(ctx, held, v.ID())
-		}
-		if err != nil {
+		if err := a.mountVolumes(ctx, client, tpl, vols); err != nil {
 			client.Close()
 			v.Kill(context.Background())
 			return pandastack.Sandbox{}, err
 		}
-		held = v.ID() // freed if the record fails
 	}
 	rec, err := a.record(ctx, v, client, req, tpl, snap.Machine.CPUs, snap.Machine.MemoryMiB)
 	if err != nil {
@@ -218,6 +230,14 @@ func (a *Agent) Create(ctx context.Context, req pandastack.CreateRequest) (panda
 	a.log.Info("sandbox created", "sandbox", rec.ID, "template", req.Template, "team", req.TeamID,
 		"restore_ms", ms(tRestored), "ready_ms", ms(tReady), "ms", ms(time.Since(t0)), "accel", a.Accel())
 	return rec, nil
+}
+
+// newSandboxID mints a sandbox's id: the host agent names the machines it
+// starts (the VMM driver does not know the product's id scheme).
+func newSandboxID() string {
+	b := make([]byte, 10)
+	_, _ = rand.Read(b)
+	return "sbx_" + hex.EncodeToString(b)
 }
 
 // register connects to a restored VM's agent and records the sandbox.
@@ -236,8 +256,8 @@ func (a *Agent) record(ctx context.Context, v vmm.VM, client *guestconn.Client, 
 	rec := pandastack.Sandbox{
 		ID: v.ID(), TeamID: req.TeamID, Template: tpl.Name, TemplateID: tpl.ID, State: pandastack.StateRunning,
 		Host: a.cfg.Host, Accel: a.Accel(), Metadata: nonNil(req.Metadata), Env: req.Env,
-		CPUs: cpus, MemoryMiB: mem, DiskMiB: tpl.DiskMiB, TemplateVersion: tpl.Version, CreatedAt: now, ExpiresAt: now.Add(req.TTL),
-		AutoHibernateSeconds: int(req.AutoHibernate / time.Second),
+		CPUs: cpus, MemoryMiB: mem, DiskMiB: tpl.DiskMiB, TemplateVersion: tpl.Version, CreatedAt: now, ExpiresAt: req.Lifetime.Expiry(now, req.TTL),
+		AutoHibernateSeconds: int(req.AutoHibernate / time.Second), Lifetime: req.Lifetime,
 	}
 	s := newSandbox(rec, v, client)
 	s.volumes = len(req.Volumes) > 0
@@ -247,9 +267,16 @@ func (a *Agent) record(ctx context.Context, v vmm.VM, client *guestconn.Client, 
 		a.forgetNetwork(rec.ID)
 		return pandastack.Sandbox{}, err
 	}
+	if err := a.saveState(s); err != nil {
+		client.Close()
+		v.Kill(context.Background())
+		a.forgetNetwork(rec.ID)
+		return pandastack.Sandbox{}, err
+	}
 	if err := a.cfg.Store.PutSandbox(ctx, rec); err != nil {
 		client.Close()
 		v.Kill(context.Background())
+		a.dropState(rec.ID)
 		return pandastack.Sandbox{}, fmt.Errorf("record sandbox: %w", err)
 	}
 	a.mu.Lock()
@@ -443,6 +470,7 @@ func (a *Agent) end(ctx context.Context, s *sandbox, state pandastack.SandboxSta
 	}
 	a.releaseVolumes(ctx, s.rec.ID)
 	a.forgetNetwork(s.rec.ID)
+	a.dropState(s.rec.ID)
 	s.mu.Lock()
 	now := time.Now().UTC()
 	s.rec.State, s.rec.EndedAt, s.rec.EndReason = state, &now, why
@@ -463,9 +491,14 @@ func (a *Agent) SetTTL(ctx context.Context, id string, ttl time.Duration) (panda
 		return pandastack.Sandbox{}, err
 	}
 	s.mu.Lock()
+	if s.rec.Lifetime.IsService() {
+		s.mu.Unlock()
+		return s.rec, pandastack.NoTTLError(id)
+	}
 	s.rec.ExpiresAt = time.Now().UTC().Add(ttl)
 	rec := s.rec
 	s.mu.Unlock()
+	a.keepState(s)
 	if err := a.cfg.Store.PutSandbox(ctx, rec); err != nil {
 		return rec, fmt.Errorf("record ttl: %w", err)
 	}
@@ -489,7 +522,7 @@ func (a *Agent) reap(ctx context.Context) {
 		a.mu.Lock()
 		for _, s := range a.sbx {
 			s.mu.Lock()
-			if now.After(s.rec.ExpiresAt) {
+			if expired(s.rec, now) {
 				due = append(due, s)
 			}
 			s.mu.Unlock()
@@ -502,6 +535,12 @@ func (a *Agent) reap(ctx context.Context) {
 		}
 		a.autoHibernate(ctx, time.Now())
 	}
+}
+
+// expired reports whether rec's TTL ran out by now. A record without an
+// expiry (a service machine) never expires.
+func expired(rec pandastack.Sandbox, now time.Time) bool {
+	return !rec.ExpiresAt.IsZero() && now.After(rec.ExpiresAt)
 }
 
 // Close stops the reaper. With killAll, every sandbox on the host is ended
@@ -522,9 +561,16 @@ func (a *Agent) Close(ctx context.Context, killAll bool) error {
 	for _, s := range all {
 		if killAll {
 			errs = append(errs, a.end(ctx, s, pandastack.StateKilled, "host shut down"))
-		} else if s.vm != nil {
-			s.client.Close()
-			s.vm.Release()
+		} else {
+			// Let go of it: the next Start re-attaches, and this agent
+			// no longer watches it (its VM's end is not ours to record).
+			a.mu.Lock()
+			delete(a.sbx, s.rec.ID)
+			a.mu.Unlock()
+			if s.vm != nil {
+				s.client.Close()
+				s.vm.Release()
+			}
 		}
 	}
 	errs = append(errs, a.cfg.Driver.Close())

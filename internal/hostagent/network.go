@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/pandastack/pandastack"
-	"github.com/pandastack/pandastack/internal/network"
 )
 
 // Network holds sandboxes' network policies (internal/network implements
@@ -33,22 +32,21 @@ func (a *Agent) applyNetwork(ctx context.Context, id string, p *pandastack.Netwo
 	return nil
 }
 
-// startingWith returns ctx carrying the policy a VM about to start must
-// have before it resumes (a fork, a restore of a running sandbox).
-func (a *Agent) startingWith(ctx context.Context, p *pandastack.NetworkPolicy) context.Context {
-	if a.cfg.Network == nil || p == nil {
-		return ctx
+// startPolicy is the policy a VM starts with: the one asked for, else the
+// default (allow all).
+func startPolicy(p *pandastack.NetworkPolicy) pandastack.NetworkPolicy {
+	if p == nil {
+		return pandastack.NetworkPolicy{}
 	}
-	return network.WithPolicy(ctx, *p)
+	return *p
 }
 
-// parentPolicy is a sandbox's policy, for its forks.
-func (a *Agent) parentPolicy(id string) *pandastack.NetworkPolicy {
+// policy is sandbox id's stored policy (allow all without a network).
+func (a *Agent) policy(id string) pandastack.NetworkPolicy {
 	if a.cfg.Network == nil {
-		return nil
+		return pandastack.NetworkPolicy{}
 	}
-	p := a.cfg.Network.Policy(id)
-	return &p
+	return a.cfg.Network.Policy(id)
 }
 
 // inheritNetwork gives a fork its parent's policy.

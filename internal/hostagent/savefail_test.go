@@ -4,15 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/guest/guesttest"
 	"github.com/pandastack/pandastack/internal/guestconn"
 	"github.com/pandastack/pandastack/internal/store/sqlite"
 	"github.com/pandastack/pandastack/internal/vmm"
@@ -42,41 +41,8 @@ type idVM struct{ vmm.VM }
 
 func (idVM) ID() string { return "sbx_save" }
 
-// guestSession runs the real guest agent on this host, serving a unix
-// socket that stands in for the VM's port, and returns a session with it.
-func guestSession(t *testing.T) *guestconn.Client {
-	t.Helper()
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "pandastack-guest")
-	build := exec.Command("go", "build", "-o", bin, "github.com/pandastack/pandastack/cmd/pandastack-guest")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build agent: %v\n%s", err, out)
-	}
-	sock := filepath.Join(dir, "port.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "serve", "unix:"+sock)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	nc, err := ln.Accept()
-	ln.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	cl, _, err := guestconn.NewConn(nc).Handshake(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cl.Close() })
-	return cl
-}
+// guestSession is a session with the real guest agent, run on this host.
+func guestSession(t *testing.T) *guestconn.Client { return guesttest.Session(t) }
 
 // A save that fails half way — a snapshot, or a fork's checkpoint — leaves
 // nothing: no record, no directory. A full disk answers 507

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/vmm"
 	"github.com/pandastack/pandastack/internal/cowfs"
 )
 
@@ -109,7 +110,7 @@ func (a *Agent) createFromSnapshot(ctx context.Context, req pandastack.CreateReq
 	if _, t, err := a.cfg.Templates.Snapshot(ctx, templateRef(sn.Template, sn.TemplateID)); err == nil {
 		tpl = t // its version, when the build is still known
 	}
-	v, err := a.cfg.Driver.Restore(a.startingWith(ctx, req.Network), snap)
+	v, err := a.cfg.Driver.Restore(ctx, snap, vmm.RestoreOptions{ID: newSandboxID(), Network: startPolicy(req.Network)})
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return pandastack.Sandbox{}, pandastack.Errorf(pandastack.ENotFound, "snapshot %s has no files on this host", sn.ID)

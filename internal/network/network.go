@@ -199,8 +199,9 @@ func (m *Manager) slotAddrs(slot int) (netip.Addr, netip.Addr) {
 func (m *Manager) slots() int { return 1 << (32 - m.cfg.Pool.Bits()) / 4 }
 
 // Attach gives VM id a namespace — a spare one when ready, else a new one —
-// applies the sandbox's stored policy and returns the tap's descriptor (the
-// caller passes it to the VMM and closes its own copy).
+// with the default rules (allow all) and returns the tap's descriptor (the
+// caller passes it to the VMM and closes its own copy). A VM's own policy
+// is applied with Apply before the VM first runs.
 func (m *Manager) Attach(ctx context.Context, id string) (*os.File, error) {
 	t0 := time.Now()
 	_ = m.Release(ctx, id) // a namespace left by an earlier process under this id
@@ -220,14 +221,8 @@ func (m *Manager) Attach(ctx context.Context, id string) (*os.File, error) {
 	if err := m.saveNS(n); err != nil {
 		return fail(err)
 	}
-	p := m.startPolicy(ctx, id)
 	var tap *os.File
 	err := inNetns(n.NS, func() error {
-		if p.Egress != pandastack.EgressAllow || len(p.AllowCIDRs)+len(p.DenyCIDRs)+len(p.AllowDomains) > 0 {
-			if err := run(ctx, egressRules(m.guard, p), "nft", "-f", "-"); err != nil {
-				return fmt.Errorf("nftables: %w", err)
-			}
-		}
 		var err error
 		tap, err = openTap(tapName)
 		return err
@@ -235,7 +230,7 @@ func (m *Manager) Attach(ctx context.Context, id string) (*os.File, error) {
 	if err != nil {
 		return fail(err)
 	}
-	n.rules = p
+	n.rules = pandastack.NetworkPolicy{Egress: pandastack.EgressAllow}
 	m.mu.Lock()
 	m.nets[id] = n
 	m.bySrc[n.nsIP] = n
@@ -352,9 +347,9 @@ func (m *Manager) Release(ctx context.Context, id string) error {
 	return m.teardown(ctx, n)
 }
 
-// Rename moves VM from's network to id to (a pooled VM that wakes a
-// hibernated sandbox takes the sandbox's id) and applies to's policy to it:
-// the namespace keeps its name, the record and policy follow the id.
+// Rename moves VM from's network to id to (a pooled VM takes the id its
+// restore names): the namespace keeps its name and its rules, the record
+// follows the id. The restore then applies the VM's policy (Apply).
 func (m *Manager) Rename(ctx context.Context, from, to string) error {
 	m.mu.Lock()
 	n := m.nets[from]
@@ -370,7 +365,25 @@ func (m *Manager) Rename(ctx context.Context, from, to string) error {
 		return fmt.Errorf("rename network of %s: %w", from, err)
 	}
 	_ = os.Remove(m.nsFile(from))
-	return m.apply(ctx, n, m.Policy(to))
+	return nil
+}
+
+// Apply gives attached VM id the policy p before it resumes (see
+// vmm.RestoreOptions.Network). Its rules are replaced only when they
+// differ from p, so applying the policy a namespace already has costs
+// nothing. It does not store p as a sandbox's policy (SetPolicy does).
+func (m *Manager) Apply(ctx context.Context, id string, p pandastack.NetworkPolicy) error {
+	p, err := p.Normalize()
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	n := m.nets[id]
+	m.mu.Unlock()
+	if n == nil {
+		return fmt.Errorf("apply network policy to %s: no network attached", id)
+	}
+	return m.apply(ctx, n, p)
 }
 
 func (m *Manager) teardown(ctx context.Context, n *sandboxNet) error {

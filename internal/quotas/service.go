@@ -155,6 +155,9 @@ func (s *Service) count(ctx context.Context, teamID string) (Usage, error) {
 	}
 	for _, sb := range sbs {
 		u.Sandboxes++
+		if sb.Lifetime.IsService() {
+			u.ServiceMachines++
+		}
 		u.VCPUs += sb.CPUs
 		u.MemoryMiB += sb.MemoryMiB
 	}

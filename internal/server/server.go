@@ -81,7 +81,10 @@ type Config struct {
 	MaxConnsPerClient int
 	// TLSReady, if set, is called with the TLS listener's address.
 	TLSReady func(addr string)
-	Logger   *slog.Logger
+	// MaxServicePerTeam is the default max_service_machines of a team (0:
+	// no cap).
+	MaxServicePerTeam int
+	Logger            *slog.Logger
 	// Ready, if set, is called with the listening address once serving.
 	Ready func(addr string)
 }
@@ -181,6 +184,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, log: log, store: store, builds: map[string]string{}, routes: router.NewTable()}
 	defaults := quotas.Defaults
 	defaults.MaxSandboxes = cfg.MaxLivePerTeam
+	defaults.MaxServiceMachines = cfg.MaxServicePerTeam
 	s.quotas = quotas.New(quotas.Config{Store: store, Defaults: defaults})
 	ok := false
 	defer func() {
@@ -233,7 +237,8 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	qcfg := qemu.Config{Dir: filepath.Join(cow.Dir(), "vms"), Accel: s.probe.Accel, UIDBase: uidBase, Logger: log}
 	hcfg := hostagent.Config{Store: store, Templates: s.builder, Logger: log, PoolSize: cfg.PoolSize,
 		HibernateDir: filepath.Join(cow.Dir(), "hibernated"), SnapshotDir: filepath.Join(cow.Dir(), "snapshots"),
-		VolumeDir: filepath.Join(cow.Dir(), "volumes"), SpaceDirs: []string{cfg.DataDir}}
+		VolumeDir: filepath.Join(cow.Dir(), "volumes"), SpaceDirs: []string{cfg.DataDir},
+		StateDir: filepath.Join(cfg.DataDir, "machines")}
 	s.archive = snaparchive.New(snaparchive.Config{Objects: objects, Store: store, SnapshotDir: hcfg.SnapshotDir,
 		BootDir: filepath.Join(cfg.DataDir, "boot"), AutoExport: objurl.Remote(objURL), Logger: log})
 	hcfg.Archive = s.archive

@@ -146,6 +146,19 @@ func Saved(dir string, m Machine) Snapshot {
 	return s
 }
 
+// RestoreOptions is what a restore needs besides the snapshot. It is
+// passed explicitly, never through the context, so that no path (template
+// create, snapshot restore, fork, wake) can start a VM without its policy.
+type RestoreOptions struct {
+	// ID names the VM. The caller names its machines (sandboxes, databases
+	// and apps use prefixes of their own); "" lets the driver pick a name.
+	// The name must be a valid file name.
+	ID string
+	// Network is the VM's egress policy from its first instruction. The
+	// zero value allows all egress.
+	Network pandastack.NetworkPolicy
+}
+
 // VM is a running virtual machine.
 type VM interface {
 	ID() string
@@ -171,17 +184,20 @@ type Driver interface {
 	Name() string
 	Accel() pandastack.Accel
 	Boot(ctx context.Context, spec BootSpec) (VM, error)
-	// Restore starts a VM from a snapshot. When it returns, the guest runs.
-	// A durable volume in a slot is opened in place, and the guest is told
-	// its size (a virtio config change); mounting it is the guest's work.
-	Restore(ctx context.Context, snap Snapshot) (VM, error)
+	// Restore starts a VM from a snapshot, named and with the network
+	// policy opts gives it: the policy is in force before the guest runs a
+	// single instruction. When it returns, the guest runs. A durable volume
+	// in a slot is opened in place, and the guest is told its size (a
+	// virtio config change); mounting it is the guest's work. The snapshot's
+	// files are left as they were (a wake removes its hibernation directory
+	// itself once the VM answers).
+	Restore(ctx context.Context, snap Snapshot, opts RestoreOptions) (VM, error)
 	// Hibernate saves a running VM whole into dir (as Saved(dir, machine))
 	// and ends it; its RAM and disk files, and its volume copies, move
 	// there, nothing is copied. Durable volumes stay where they are: the
-	// caller puts them back in snap.Volumes for WakeVM.
-	// WakeVM restores it from dir under the same id; dir is left as it was.
+	// caller puts them back in snap.Volumes, and restores it under the
+	// same id (RestoreOptions.ID) to wake it.
 	Hibernate(ctx context.Context, v VM, dir string) error
-	WakeVM(ctx context.Context, id string, snap Snapshot) (VM, error)
 	// Checkpoint saves a running VM whole into dir (as Saved(dir, machine)):
 	// device state plus reflink copies of its RAM, disk and the files in its
 	// volume slots (durable volumes too); the VM is paused for that time and
@@ -208,10 +224,10 @@ type Driver interface {
 type Network interface {
 	Attach(ctx context.Context, vmID string) (*os.File, error)
 	Release(ctx context.Context, vmID string) error
-	// Rename moves a VM's network to its new id (see Driver.WakeVM) and
-	// gives it the policy recorded under that id.
+	// Rename moves a VM's network to its new id (a VM prepared ahead takes
+	// the id its restore names; see RestoreOptions.ID).
 	Rename(ctx context.Context, from, to string) error
-	// Apply gives a VM prepared ahead (pooled) the policy it must start
-	// with, before it resumes (see internal/network.WithPolicy).
-	Apply(ctx context.Context, vmID string) error
+	// Apply gives an attached VM the policy it must start with, before it
+	// resumes: the driver calls it on every restore (RestoreOptions.Network).
+	Apply(ctx context.Context, vmID string, p pandastack.NetworkPolicy) error
 }

@@ -24,7 +24,7 @@ type Sandbox struct {
 	// TemplateVersion is the version of the template build it came from.
 	TemplateVersion int        `json:"template_version,omitempty"`
 	CreatedAt       time.Time  `json:"created_at"`
-	ExpiresAt       time.Time  `json:"expires_at"`
+	ExpiresAt       time.Time  `json:"expires_at"` // zero for a service machine
 	EndedAt         *time.Time `json:"ended_at,omitempty"`
 	EndReason       string     `json:"end_reason,omitempty"`
 	// Network is the sandbox's network policy (nil when the server gives
@@ -36,6 +36,9 @@ type Sandbox struct {
 	// AutoHibernateSeconds is its idle time before it is hibernated (0:
 	// never).
 	AutoHibernateSeconds int `json:"auto_hibernate_seconds,omitempty"`
+	// Lifetime is "sandbox" or "service" (a service machine: no TTL, so
+	// ExpiresAt is zero; see CreateSandboxParams.Lifetime).
+	Lifetime string `json:"lifetime,omitempty"`
 
 	c *Client
 }
@@ -66,6 +69,10 @@ type CreateSandboxParams struct {
 	// without an exec, file, port or run_code request (0: never); any later
 	// use wakes it.
 	AutoHibernateSeconds int
+	// Lifetime "service" makes a service machine: no TTL (leave
+	// TTLSeconds 0), never reaped, re-attached after server restarts,
+	// listed by ListMachines and capped per team. "" is a sandbox.
+	Lifetime string
 }
 
 // CreateSandbox starts a sandbox from a template.
@@ -82,7 +89,9 @@ func (c *Client) CreateSandbox(ctx context.Context, p CreateSandboxParams) (*San
 		Network    *NetworkPolicy    `json:"network,omitempty"`
 		AutoHib    int               `json:"auto_hibernate_seconds,omitempty"`
 		Volumes    []VolumeMount     `json:"volumes,omitempty"`
-	}{p.Template, p.TTLSeconds, p.Metadata, p.Env, p.Snapshot, p.CPUs, p.MemoryMiB, p.DiskGiB, p.Network, p.AutoHibernateSeconds, p.Volumes}
+		Lifetime   string            `json:"lifetime,omitempty"`
+	}{p.Template, p.TTLSeconds, p.Metadata, p.Env, p.Snapshot, p.CPUs, p.MemoryMiB, p.DiskGiB, p.Network, p.AutoHibernateSeconds, p.Volumes,
+		p.Lifetime}
 	sb := &Sandbox{c: c}
 	if err := c.do(ctx, request{method: "POST", path: "/v1/sandboxes", body: body}, sb); err != nil {
 		return nil, err
@@ -128,6 +137,31 @@ func (c *Client) ListSandboxes(ctx context.Context, p ListParams) ([]*Sandbox, e
 		s.c = c
 	}
 	return out.Sandboxes, nil
+}
+
+// MachineList is a team's service machines and its cap on them.
+type MachineList struct {
+	Machines []*Sandbox `json:"machines"`
+	Count    int        `json:"count"` // live ones
+	Limit    int        `json:"limit"` // the team's cap (0: none)
+}
+
+// ListMachines lists the team's service machines, oldest first: the live
+// ones, or with all every one (one whose VM did not survive a restart is
+// failed, with the reason in EndReason).
+func (c *Client) ListMachines(ctx context.Context, all bool) (*MachineList, error) {
+	q := url.Values{}
+	if all {
+		q.Set("state", "all")
+	}
+	var out MachineList
+	if err := c.do(ctx, request{method: "GET", path: "/v1/machines", query: q}, &out); err != nil {
+		return nil, err
+	}
+	for _, s := range out.Machines {
+		s.c = c
+	}
+	return &out, nil
 }
 
 func sandboxPath(id string) string { return "/v1/sandboxes/" + url.PathEscape(id) }

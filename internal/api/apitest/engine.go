@@ -78,7 +78,8 @@ func (e *Engine) Create(ctx context.Context, req pandastack.CreateRequest) (pand
 		CPUs:       t.CPUs,
 		MemoryMiB:  t.MemoryMiB,
 		CreatedAt:  now,
-		ExpiresAt:  now.Add(req.TTL),
+		ExpiresAt:  req.Lifetime.Expiry(now, req.TTL),
+		Lifetime:   req.Lifetime,
 
 		AutoHibernateSeconds: int(req.AutoHibernate / time.Second),
 	}
@@ -155,6 +156,9 @@ func (e *Engine) SetTTL(ctx context.Context, id string, ttl time.Duration) (pand
 	if !sb.State.Live() {
 		return sb, pandastack.Errorf(pandastack.EGone, "sandbox %s is %s", id, sb.State)
 	}
+	if sb.Lifetime.IsService() {
+		return sb, pandastack.NoTTLError(id)
+	}
 	sb.ExpiresAt = time.Now().UTC().Truncate(time.Millisecond).Add(ttl)
 	return sb, e.Store.PutSandbox(ctx, sb)
 }
@@ -192,7 +196,7 @@ func (e *Engine) Fork(ctx context.Context, id string, count int) ([]pandastack.S
 	}
 	var out []pandastack.Sandbox
 	for i := 0; i < count; i++ {
-		kid, err := e.Create(ctx, pandastack.CreateRequest{TeamID: sb.TeamID, Template: sb.Template, TTL: time.Minute, Metadata: map[string]string{"forked_from": id}})
+		kid, err := e.Create(ctx, pandastack.CreateRequest{TeamID: sb.TeamID, Template: sb.Template, TTL: time.Minute, Metadata: map[string]string{"forked_from": id}, Lifetime: sb.Lifetime})
 		if err != nil {
 			return out, err
 		}

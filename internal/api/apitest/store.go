@@ -157,7 +157,8 @@ func (s *Store) ListSandboxes(_ context.Context, f pandastack.SandboxFilter) ([]
 	for _, sb := range s.sandboxes {
 		if f.TeamID != "" && sb.TeamID != f.TeamID ||
 			f.LiveOnly && !sb.State.Live() ||
-			f.Host != "" && sb.Host != f.Host {
+			f.Host != "" && sb.Host != f.Host ||
+			f.Lifetime != "" && (sb.Lifetime == "" && f.Lifetime != pandastack.LifetimeSandbox || sb.Lifetime != "" && sb.Lifetime != f.Lifetime) {
 			continue
 		}
 		match := true

@@ -12,7 +12,7 @@ import (
 )
 
 const sandboxColumns = `id, team_id, template, template_id, state, host, accel, metadata, env,
-	cpus, memory_mib, created_at, expires_at, ended_at, end_reason, auto_hibernate_seconds`
+	cpus, memory_mib, created_at, expires_at, ended_at, end_reason, auto_hibernate_seconds, lifetime`
 
 // PutSandbox inserts the sandbox or replaces every field of the one with the
 // same id.
@@ -26,7 +26,7 @@ func (s *Store) PutSandbox(ctx context.Context, sb pandastack.Sandbox) error {
 	}
 	_, err = s.w.ExecContext(ctx,
 		`INSERT INTO sandboxes (`+sandboxColumns+`)
-		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		 ON CONFLICT (id) DO UPDATE SET
 			team_id = excluded.team_id, template = excluded.template,
 			template_id = excluded.template_id, state = excluded.state,
@@ -35,7 +35,8 @@ func (s *Store) PutSandbox(ctx context.Context, sb pandastack.Sandbox) error {
 			cpus = excluded.cpus, memory_mib = excluded.memory_mib,
 			created_at = excluded.created_at, expires_at = excluded.expires_at,
 			ended_at = excluded.ended_at, end_reason = excluded.end_reason,
-			auto_hibernate_seconds = excluded.auto_hibernate_seconds`,
+			auto_hibernate_seconds = excluded.auto_hibernate_seconds,
+			lifetime = excluded.lifetime`,
 		args...)
 	if err != nil {
 		return fmt.Errorf("put sandbox %s: %w", sb.ID, err)
@@ -65,7 +66,8 @@ func sandboxArgs(sb pandastack.Sandbox) ([]any, error) {
 		return nil, err
 	}
 	return []any{sb.ID, sb.TeamID, sb.Template, sb.TemplateID, string(sb.State), sb.Host,
-		string(sb.Accel), meta, env, sb.CPUs, sb.MemoryMiB, created, expires, ended, sb.EndReason, sb.AutoHibernateSeconds}, nil
+		string(sb.Accel), meta, env, sb.CPUs, sb.MemoryMiB, created, expires, ended, sb.EndReason, sb.AutoHibernateSeconds,
+		string(sb.Lifetime)}, nil
 }
 
 // GetSandbox returns the sandbox with the given id.
@@ -94,6 +96,15 @@ func (s *Store) ListSandboxes(ctx context.Context, f pandastack.SandboxFilter) (
 	if f.Host != "" {
 		q.WriteString(` AND host = ?`)
 		args = append(args, f.Host)
+	}
+	switch f.Lifetime {
+	case "":
+	case pandastack.LifetimeSandbox: // and records made before lifetimes
+		q.WriteString(` AND lifetime IN ('', ?)`)
+		args = append(args, string(f.Lifetime))
+	default:
+		q.WriteString(` AND lifetime = ?`)
+		args = append(args, string(f.Lifetime))
 	}
 	if f.LiveOnly {
 		q.WriteString(` AND state IN (?, ?, ?)`)
@@ -149,7 +160,7 @@ func scanSandbox(row rowScanner) (pandastack.Sandbox, error) {
 	var meta, env, created, expires string
 	var ended sql.NullString
 	err := row.Scan(&sb.ID, &sb.TeamID, &sb.Template, &sb.TemplateID, &sb.State, &sb.Host,
-		&sb.Accel, &meta, &env, &sb.CPUs, &sb.MemoryMiB, &created, &expires, &ended, &sb.EndReason, &sb.AutoHibernateSeconds)
+		&sb.Accel, &meta, &env, &sb.CPUs, &sb.MemoryMiB, &created, &expires, &ended, &sb.EndReason, &sb.AutoHibernateSeconds, &sb.Lifetime)
 	if err != nil {
 		return sb, err
 	}

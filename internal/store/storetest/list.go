@@ -106,6 +106,19 @@ func (h *harness) listSandboxes(t *testing.T) {
 		wantList(t, s, pandastack.SandboxFilter{}, "sbx_1a", "sbx_2a", "sbx_1b", "sbx_10")
 	})
 
+	t.Run("Lifetime", func(t *testing.T) {
+		s := h.newStore(t)
+		svc := sandbox("sbx_svc", "team_1", 1)
+		svc.Lifetime, svc.ExpiresAt = pandastack.LifetimeService, time.Time{}
+		explicit := sandbox("sbx_explicit", "team_1", 2)
+		explicit.Lifetime = pandastack.LifetimeSandbox
+		putAll(t, s, sandbox("sbx_old", "team_1", 0), svc, explicit)
+		wantList(t, s, pandastack.SandboxFilter{TeamID: "team_1", Lifetime: pandastack.LifetimeService}, "sbx_svc")
+		// A record made before lifetimes existed is a sandbox.
+		wantList(t, s, pandastack.SandboxFilter{TeamID: "team_1", Lifetime: pandastack.LifetimeSandbox}, "sbx_old", "sbx_explicit")
+		wantList(t, s, pandastack.SandboxFilter{TeamID: "team_1"}, "sbx_old", "sbx_svc", "sbx_explicit")
+	})
+
 	t.Run("LiveOnly", func(t *testing.T) {
 		s := h.newStore(t)
 		for i, st := range allStates {

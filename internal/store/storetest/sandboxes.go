@@ -49,7 +49,10 @@ func (h *harness) sandboxes(t *testing.T) {
 			// AutoHibernateSeconds survives a restart: the host agent
 			// reads it back to keep enforcing it.
 			AutoHibernateSeconds: 90,
+			// A service machine has no expiry: the zero time round-trips.
+			Lifetime: pandastack.LifetimeService,
 		}
+		ended.ExpiresAt = time.Time{}
 		for _, sb := range []pandastack.Sandbox{live, ended} {
 			mustNot(t, s.PutSandbox(t.Context(), sb), "put sandbox "+sb.ID)
 		}

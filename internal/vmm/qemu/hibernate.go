@@ -67,14 +67,3 @@ func (d *Driver) Hibernate(ctx context.Context, v vmm.VM, dir string) error {
 	cowfs.StartWriteback(filepath.Join(dir, vmm.MemFile))
 	return os.RemoveAll(q.dir)
 }
-
-// WakeVM starts the VM again, under its old id, from what Hibernate kept in
-// the snapshot's directory (snap = vmm.Saved(dir, machine)). The directory is
-// left as it was: the caller removes it once the VM answers.
-func (d *Driver) WakeVM(ctx context.Context, id string, snap vmm.Snapshot) (vmm.VM, error) {
-	v, err := d.restore(ctx, snap, id)
-	if err != nil {
-		return nil, fmt.Errorf("wake %s: %w", id, err)
-	}
-	return v, nil
-}

@@ -136,7 +136,7 @@ func (d *Driver) fill(p *pool) {
 			}
 			p.mu.Unlock()
 			ctx, cancel := context.WithTimeout(d.ctx, waitTimeout)
-			v, err := d.prepare(ctx, p.snap.Machine, p.diskSize, &p.snap, [vmm.VolumeSlots]vmm.VolumeFile{})
+			v, err := d.prepare(ctx, "", p.snap.Machine, p.diskSize, &p.snap, [vmm.VolumeSlots]vmm.VolumeFile{})
 			cancel()
 			if err != nil {
 				failures++

@@ -118,10 +118,13 @@ func New(cfg Config) (*Driver, error) {
 func (d *Driver) Name() string            { return "qemu" }
 func (d *Driver) Accel() pandastack.Accel { return d.cfg.Accel }
 func (d *Driver) UID(v vmm.VM) int        { return v.(*vm).uid }
+
+// newID names a VM the driver starts on its own (a pooled process, a cold
+// boot): a restore renames it to the id its caller gives.
 func newID() string {
 	b := make([]byte, 10)
 	_, _ = rand.Read(b)
-	return "sbx_" + hex.EncodeToString(b)
+	return "vm_" + hex.EncodeToString(b)
 }
 
 func (d *Driver) allocUID() int {
@@ -198,8 +201,13 @@ func (d *Driver) Boot(ctx context.Context, spec vmm.BootSpec) (vmm.VM, error) {
 // cache (off the create path, in a pool); without, they are empty.
 //
 // vols are what its volume slots hold: empty slots get placeholders.
-func (d *Driver) prepare(ctx context.Context, m vmm.Machine, diskSize int64, preload *vmm.Snapshot, vols [vmm.VolumeSlots]vmm.VolumeFile) (*vm, error) {
-	id := newID()
+//
+// id names it ("" picks a name: a pooled process is renamed when a restore
+// takes it, but its QEMU -name stays the one it started with).
+func (d *Driver) prepare(ctx context.Context, id string, m vmm.Machine, diskSize int64, preload *vmm.Snapshot, vols [vmm.VolumeSlots]vmm.VolumeFile) (*vm, error) {
+	if id == "" {
+		id = newID()
+	}
 	dir := filepath.Join(d.cfg.Dir, id)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create vm dir: %w", err)
@@ -325,14 +333,25 @@ func machineKey(m vmm.Machine, diskSize int64) string {
 	return hex.EncodeToString(h[:8])
 }
 
-// Restore starts a VM from snap, in a pooled process when one is ready.
-func (d *Driver) Restore(ctx context.Context, snap vmm.Snapshot) (vmm.VM, error) {
-	return d.restore(ctx, snap, "")
+// Restore starts a VM from snap, in a pooled process when one is ready,
+// named opts.ID, with opts.Network applied before it resumes.
+func (d *Driver) Restore(ctx context.Context, snap vmm.Snapshot, opts vmm.RestoreOptions) (vmm.VM, error) {
+	v, err := d.restore(ctx, snap, opts)
+	if err != nil {
+		if opts.ID != "" {
+			return nil, fmt.Errorf("restore %s: %w", opts.ID, err)
+		}
+		return nil, err
+	}
+	return v, nil
 }
 
-// restore starts a VM from snap; a non-empty id renames it (a wake keeps
-// the sandbox's id).
-func (d *Driver) restore(ctx context.Context, snap vmm.Snapshot, id string) (*vm, error) {
+// restore starts a VM from snap; a non-empty opts.ID renames it.
+func (d *Driver) restore(ctx context.Context, snap vmm.Snapshot, opts vmm.RestoreOptions) (*vm, error) {
+	id := opts.ID
+	if id != "" && (id != filepath.Base(id) || strings.HasPrefix(id, ".")) {
+		return nil, fmt.Errorf("restore %s: %q is not a valid vm name", snap.Key, id)
+	}
 	t0 := time.Now()
 	st, err := os.Stat(snap.Disk)
 	if err != nil {
@@ -351,7 +370,7 @@ func (d *Driver) restore(ctx context.Context, snap vmm.Snapshot, id string) (*vm
 	}
 	pooled := v != nil
 	if v == nil {
-		if v, err = d.prepare(ctx, snap.Machine, st.Size(), nil, snap.Volumes); err != nil {
+		if v, err = d.prepare(ctx, id, snap.Machine, st.Size(), nil, snap.Volumes); err != nil {
 			return nil, fmt.Errorf("prepare qemu: %w", err)
 		}
 	}
@@ -359,7 +378,7 @@ func (d *Driver) restore(ctx context.Context, snap vmm.Snapshot, id string) (*vm
 		v.Kill(context.Background())
 		return nil, err
 	}
-	if id != "" {
+	if id != "" && v.id != id {
 		if err := v.rename(id); err != nil {
 			return fail(err)
 		}
@@ -394,8 +413,10 @@ func (d *Driver) restore(ctx context.Context, snap vmm.Snapshot, id string) (*vm
 		}
 	}
 	tCloned := time.Since(t0)
+	// The policy is in force before the guest runs its first instruction
+	// (the process waits in -incoming defer until load resumes it).
 	if d.cfg.Network != nil {
-		if err := d.cfg.Network.Apply(ctx, v.id); err != nil {
+		if err := d.cfg.Network.Apply(ctx, v.id, opts.Network); err != nil {
 			return fail(fmt.Errorf("restore %s: %w", snap.Key, err))
 		}
 	}
@@ -588,7 +609,7 @@ func isOurQEMU(pid int, name string) bool {
 	return false
 }
 
-// List returns the VM directories on this host.
+// List returns the VM directories on this host, whoever named them.
 func (d *Driver) List() ([]string, error) {
 	ents, err := os.ReadDir(d.cfg.Dir)
 	if err != nil {
@@ -596,7 +617,7 @@ func (d *Driver) List() ([]string, error) {
 	}
 	var ids []string
 	for _, e := range ents {
-		if e.IsDir() && strings.HasPrefix(e.Name(), "sbx_") {
+		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
 			ids = append(ids, e.Name())
 		}
 	}

@@ -60,6 +60,9 @@ func vmDir(t *testing.T) string {
 // template bakes the minimal template once for the package.
 func template(t *testing.T) vmm.Snapshot {
 	t.Helper()
+	if os.Getuid() != 0 {
+		t.Skip("QEMU driver tests need root (debootstrap, per-VM uids); CI runs them as root")
+	}
 	once.Do(func() {
 		if os.Getuid() != 0 {
 			setupErr = errors.New("needs root (debootstrap, per-VM uids)")
@@ -181,7 +184,7 @@ func TestRestoreRunsAsItsOwnUser(t *testing.T) {
 	dir := vmDir(t)
 	d := newDriver(t, dir)
 	defer d.Close()
-	v, err := d.Restore(context.Background(), s)
+	v, err := d.Restore(context.Background(), s, vmm.RestoreOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +214,7 @@ func TestFailedRestoreLeavesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad.Key = "broken"
-	if _, err := d.Restore(context.Background(), bad); err == nil || !strings.Contains(err.Error(), "load state") {
+	if _, err := d.Restore(context.Background(), bad, vmm.RestoreOptions{}); err == nil || !strings.Contains(err.Error(), "load state") {
 		t.Fatalf("restore of a truncated state: %v, want a load state error", err)
 	}
 	time.Sleep(200 * time.Millisecond)
@@ -227,7 +230,7 @@ func TestRecoverAfterRestart(t *testing.T) {
 	s := template(t)
 	dir := vmDir(t)
 	d1 := newDriver(t, dir)
-	v, err := d1.Restore(context.Background(), s)
+	v, err := d1.Restore(context.Background(), s, vmm.RestoreOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,7 +305,7 @@ func TestPoolRefills(t *testing.T) {
 	waitReady(2, 2)
 	restore := func() {
 		t.Helper()
-		v, err := d.Restore(context.Background(), s)
+		v, err := d.Restore(context.Background(), s, vmm.RestoreOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -416,7 +419,7 @@ func TestVolumeSlotShowsTheVolume(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Volumes[1] = vmm.VolumeFile{Path: vol}
-	v, err := d.Restore(context.Background(), s)
+	v, err := d.Restore(context.Background(), s, vmm.RestoreOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -459,7 +462,7 @@ func TestVolumeCopyInPooledProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Volumes[0] = vmm.VolumeFile{Path: src, Copy: true}
-	v, err := d.Restore(context.Background(), s)
+	v, err := d.Restore(context.Background(), s, vmm.RestoreOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -174,7 +174,8 @@ class Sandboxes:
                disk_gib: Optional[int] = None,
                network: Optional[Dict[str, Any]] = None,
                auto_hibernate_seconds: Optional[int] = None,
-               volumes: Optional[Dict[str, str]] = None) -> "Sandbox":
+               volumes: Optional[Dict[str, str]] = None,
+               lifetime: Optional[str] = None) -> "Sandbox":
         """Starts a sandbox from a template, or from a snapshot id (running
         when this returns). ``volumes`` maps durable volumes (name or id) to
         mount paths, e.g. ``{"data": "/data"}`` (at most two). ``cpus``/``memory_mib``/``disk_gib`` ask for
@@ -184,8 +185,13 @@ class Sandboxes:
         (keys: egress "allow"/"deny", allow_cidrs, deny_cidrs, allow_domains,
         public_ports). ``auto_hibernate_seconds`` hibernates it after that
         many seconds without an exec, file, port or run_code request (any
-        later use wakes it)."""
+        later use wakes it). ``lifetime="service"`` makes a service machine:
+        no TTL (leave ``ttl_seconds`` out; ``expires_at`` is None), never
+        reaped, re-attached after server restarts, listed by
+        :meth:`machines` and capped per team."""
         body: Dict[str, Any] = {"template": template}
+        if lifetime:
+            body["lifetime"] = lifetime
         if auto_hibernate_seconds is not None:
             body["auto_hibernate_seconds"] = auto_hibernate_seconds
         if cpus:
@@ -227,6 +233,13 @@ class Sandboxes:
             q["metadata." + k] = v
         out = self._c._t.call("GET", "/v1/sandboxes", query=q or None)
         return [Sandbox(self._c, d) for d in out.get("sandboxes") or []]
+
+    def machines(self, *, all: bool = False) -> List["Sandbox"]:
+        """The team's service machines (``lifetime="service"``), oldest
+        first: live ones, or ``all=True`` to include ended ones (one whose
+        VM did not survive a restart is "failed", with ``end_reason``)."""
+        out = self._c._t.call("GET", "/v1/machines", query={"state": "all"} if all else None)
+        return [Sandbox(self._c, d) for d in out.get("machines") or []]
 
 
 class Volumes:
@@ -296,6 +309,7 @@ class Sandbox:
     ended_at: Optional[datetime]
     end_reason: str
     auto_hibernate_seconds: int  # 0: never
+    lifetime: str  # "sandbox", or "service" (no TTL: expires_at is None)
 
     def __init__(self, client: PandaStack, data: Dict[str, Any]):
         self._client = client
@@ -320,6 +334,7 @@ class Sandbox:
         self.ended_at = parse_time(d.get("ended_at"))
         self.end_reason = d.get("end_reason") or ""
         self.auto_hibernate_seconds = int(d.get("auto_hibernate_seconds") or 0)
+        self.lifetime = d.get("lifetime") or "sandbox"
         self.network = dict(d["network"]) if d.get("network") is not None else None
         self.domain = d.get("domain") or "localhost"
 

@@ -49,6 +49,7 @@ export type { Execution, ExecutionError, CodeResult, RunCodeOptions } from "./co
 export type {
   Accel,
   SandboxState,
+  Lifetime,
   Health,
   SandboxInfo,
   NetworkPolicy,

@@ -415,6 +415,7 @@ export class Sandboxes {
     if (params.network) body.network = fromNetworkPolicy(params.network);
     if (params.volumes && params.volumes.length > 0) body.volumes = params.volumes.map((m) => ({ volume: m.volume, path: m.path }));
     if (params.autoHibernateSeconds !== undefined) body.auto_hibernate_seconds = params.autoHibernateSeconds;
+    if (params.lifetime) body.lifetime = params.lifetime;
     const w = await this.#http.json<WireSandbox>({ method: "POST", path: "/v1/sandboxes", json: body, signal: params.signal });
     return new Sandbox(this.#client, this.#http, toSandboxInfo(w));
   }
@@ -437,6 +438,23 @@ export class Sandboxes {
       signal: params.signal,
     });
     return (w.sandboxes ?? []).map((s) => new Sandbox(this.#client, this.#http, toSandboxInfo(s)));
+  }
+
+  /**
+   * Lists the team's service machines (created with `lifetime: "service"`),
+   * live ones unless `state: "all"` (one whose VM did not survive a restart
+   * is "failed", with its `endReason`), oldest first.
+   */
+  async machines(params: { state?: "live" | "all" } & RequestOptions = {}): Promise<Sandbox[]> {
+    const q = new URLSearchParams();
+    if (params.state === "all") q.set("state", "all");
+    const w = await this.#http.json<{ machines: WireSandbox[] }>({
+      method: "GET",
+      path: "/v1/machines",
+      query: q,
+      signal: params.signal,
+    });
+    return (w.machines ?? []).map((s) => new Sandbox(this.#client, this.#http, toSandboxInfo(s)));
   }
 
   /** Kills a sandbox by id (no error if it has already ended). */

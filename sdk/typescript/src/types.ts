@@ -42,7 +42,17 @@ export interface SandboxInfo {
   volumes: VolumeMount[];
   /** Seconds without activity before it is hibernated (0: never). */
   autoHibernateSeconds: number;
+  /** "sandbox", or "service": a service machine, with no TTL (its `expiresAt` is an invalid Date). */
+  lifetime: Lifetime;
 }
+
+/**
+ * A machine's lifetime class: "sandbox" ends when its TTL runs out;
+ * "service" (a service machine) has no TTL, is never reaped, is
+ * re-attached after server restarts, and is listed by
+ * `client.sandboxes.machines()` and capped per team.
+ */
+export type Lifetime = "sandbox" | "service";
 
 /**
  * What a sandbox may reach, and which of its ports anyone may reach without
@@ -98,6 +108,8 @@ export interface CreateSandboxParams {
   autoHibernateSeconds?: number;
   /** Durable volumes to mount (at most 2), e.g. `[{ volume: "data", path: "/data" }]`. */
   volumes?: VolumeMount[];
+  /** "service" makes a service machine (leave `ttlSeconds` out); default "sandbox". */
+  lifetime?: Lifetime;
 }
 
 /** Mounts a durable volume (by name or id) at `path` in a new sandbox. */
@@ -385,6 +397,7 @@ export interface WireSandbox {
   cpus: number;
   memory_mib: number;
   created_at: string;
+  /** Absent for a service machine. */
   expires_at: string;
   ended_at?: string;
   end_reason?: string;
@@ -392,6 +405,7 @@ export interface WireSandbox {
   domain?: string;
   volumes?: VolumeMount[];
   auto_hibernate_seconds?: number;
+  lifetime?: Lifetime;
 }
 
 export interface WireNetworkPolicy {
@@ -418,6 +432,7 @@ export interface WireCreateSandboxRequest {
   network?: WireNetworkPolicy;
   volumes?: VolumeMount[];
   auto_hibernate_seconds?: number;
+  lifetime?: Lifetime;
 }
 
 export interface WireExecRequest {
@@ -557,6 +572,7 @@ export function toSandboxInfo(w: WireSandbox): SandboxInfo {
     domain: w.domain || "localhost",
     volumes: w.volumes ?? [],
     autoHibernateSeconds: w.auto_hibernate_seconds ?? 0,
+    lifetime: w.lifetime ?? "sandbox",
   };
 }
 
