@@ -34,6 +34,7 @@ func runSandboxCreate(ctx context.Context, s *streams, args []string) int {
 	template := p.fs.String("template", "base", "template to start from")
 	snapshot := p.fs.String("snapshot", "", "start from this snapshot (`ID`) instead of a template")
 	ttl := p.fs.Int("ttl", 0, "seconds until the sandbox expires (default: the server's, 300)")
+	lifetime := p.fs.String("lifetime", "", "service: a service machine (no TTL, never reaped, re-attached after restarts; listed by `pandastack machines`)")
 	meta, env := kvFlag{}, kvFlag{}
 	p.fs.Var(meta, "meta", "metadata `KEY=VALUE` (repeatable)")
 	p.fs.Var(env, "env", "environment variable `KEY=VALUE` for every command (repeatable)")
@@ -59,7 +60,7 @@ func runSandboxCreate(ctx context.Context, s *streams, args []string) int {
 	}
 	sb, err := p.client.client().CreateSandbox(ctx, sdk.CreateSandboxParams{
 		Template: tpl, Snapshot: *snapshot, TTLSeconds: *ttl, Metadata: meta, Env: env, CPUs: *cpus, MemoryMiB: *mem, DiskGiB: *disk,
-		Network: policy, AutoHibernateSeconds: int(idle), Volumes: mounts,
+		Network: policy, AutoHibernateSeconds: int(idle), Volumes: mounts, Lifetime: *lifetime,
 	})
 	if err != nil {
 		return fail(s, err)
@@ -69,6 +70,35 @@ func runSandboxCreate(ctx context.Context, s *streams, args []string) int {
 	} else {
 		fmt.Fprintln(s.out, sb.ID)
 	}
+	return 0
+}
+
+// runMachines: `pandastack machines`, the team's service machines.
+func runMachines(ctx context.Context, s *streams, args []string) int {
+	p := newParser("machines", "", "List the team's service machines (--all: also ended ones) and its cap on them.").withClient(ctx)
+	all := p.fs.Bool("all", false, "include killed and failed ones (a failed one says why)")
+	asJSON := p.fs.Bool("json", false, "print JSON")
+	if _, code, ok := p.parse(s, args, 0); !ok {
+		return code
+	}
+	list, err := p.client.client().ListMachines(ctx, *all)
+	if err != nil {
+		return fail(s, err)
+	}
+	if *asJSON {
+		printJSON(s.out, list)
+		return 0
+	}
+	t := newTable(s.out, "ID", "TEMPLATE", "STATE", "ACCEL", "CREATED", "REASON")
+	for _, sb := range list.Machines {
+		t.row(sb.ID, sb.Template, sb.State, sb.Accel, when(sb.CreatedAt), sb.EndReason)
+	}
+	t.flush()
+	limit := "no cap"
+	if list.Limit > 0 {
+		limit = fmt.Sprintf("cap %d", list.Limit)
+	}
+	fmt.Fprintf(s.out, "%d live (%s)\n", list.Count, limit)
 	return 0
 }
 
