@@ -12,7 +12,8 @@ import (
 )
 
 const sandboxColumns = `id, team_id, template, template_id, state, host, accel, metadata, env,
-	cpus, memory_mib, created_at, expires_at, ended_at, end_reason, auto_hibernate_seconds`
+	cpus, memory_mib, created_at, expires_at, ended_at, end_reason, auto_hibernate_seconds,
+	template_version, disk_mib, defaults`
 
 // PutSandbox inserts the sandbox or replaces every field of the one with the
 // same id.
@@ -26,7 +27,7 @@ func (s *Store) PutSandbox(ctx context.Context, sb pandastack.Sandbox) error {
 	}
 	_, err = s.w.ExecContext(ctx,
 		`INSERT INTO sandboxes (`+sandboxColumns+`)
-		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		 ON CONFLICT (id) DO UPDATE SET
 			team_id = excluded.team_id, template = excluded.template,
 			template_id = excluded.template_id, state = excluded.state,
@@ -35,7 +36,9 @@ func (s *Store) PutSandbox(ctx context.Context, sb pandastack.Sandbox) error {
 			cpus = excluded.cpus, memory_mib = excluded.memory_mib,
 			created_at = excluded.created_at, expires_at = excluded.expires_at,
 			ended_at = excluded.ended_at, end_reason = excluded.end_reason,
-			auto_hibernate_seconds = excluded.auto_hibernate_seconds`,
+			auto_hibernate_seconds = excluded.auto_hibernate_seconds,
+			template_version = excluded.template_version, disk_mib = excluded.disk_mib,
+			defaults = excluded.defaults`,
 		args...)
 	if err != nil {
 		return fmt.Errorf("put sandbox %s: %w", sb.ID, err)
@@ -64,8 +67,13 @@ func sandboxArgs(sb pandastack.Sandbox) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
+	defaults, err := encodeDefaults(sb.Defaults)
+	if err != nil {
+		return nil, err
+	}
 	return []any{sb.ID, sb.TeamID, sb.Template, sb.TemplateID, string(sb.State), sb.Host,
-		string(sb.Accel), meta, env, sb.CPUs, sb.MemoryMiB, created, expires, ended, sb.EndReason, sb.AutoHibernateSeconds}, nil
+		string(sb.Accel), meta, env, sb.CPUs, sb.MemoryMiB, created, expires, ended, sb.EndReason, sb.AutoHibernateSeconds,
+		sb.TemplateVersion, sb.DiskMiB, defaults}, nil
 }
 
 // GetSandbox returns the sandbox with the given id.
@@ -146,11 +154,15 @@ func (s *Store) CountLiveSandboxes(ctx context.Context, teamID string) (int, err
 
 func scanSandbox(row rowScanner) (pandastack.Sandbox, error) {
 	var sb pandastack.Sandbox
-	var meta, env, created, expires string
+	var meta, env, created, expires, defaults string
 	var ended sql.NullString
 	err := row.Scan(&sb.ID, &sb.TeamID, &sb.Template, &sb.TemplateID, &sb.State, &sb.Host,
-		&sb.Accel, &meta, &env, &sb.CPUs, &sb.MemoryMiB, &created, &expires, &ended, &sb.EndReason, &sb.AutoHibernateSeconds)
+		&sb.Accel, &meta, &env, &sb.CPUs, &sb.MemoryMiB, &created, &expires, &ended, &sb.EndReason, &sb.AutoHibernateSeconds,
+		&sb.TemplateVersion, &sb.DiskMiB, &defaults)
 	if err != nil {
+		return sb, err
+	}
+	if sb.Defaults, err = decodeDefaults("sandbox "+sb.ID+" defaults", defaults); err != nil {
 		return sb, err
 	}
 	if sb.Metadata, err = decodeMap("sandbox "+sb.ID+" metadata", meta); err != nil {
