@@ -115,9 +115,17 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	defer release()
+	tpl, version := req.Template, 0
+	if req.Snapshot == "" {
+		if tpl, version, err = s.resolveTemplate(r, p.team.ID, req.Template); err != nil {
+			return err
+		}
+	}
 	sb, err := s.cfg.Engine.Create(r.Context(), pandastack.CreateRequest{
 		TeamID:    p.team.ID,
-		Template:  req.Template,
+		Template:  tpl,
+
+		TemplateVersion: version,
 		TTL:       ttl,
 		Metadata:  req.Metadata,
 		Env:       req.Env,
@@ -351,13 +359,16 @@ func (s *Server) presentWith(r *http.Request, sb pandastack.Sandbox, mounts map[
 		sb.Metadata = map[string]string{}
 	}
 	sb = s.presentNetwork(sb)
-	if bi, ok := s.cfg.Builder.(buildInfoer); ok && sb.TemplateID != "" && (sb.TemplateVersion == 0 || sb.DiskMiB == 0) {
-		sb.TemplateVersion, sb.DiskMiB = bi.BuildInfo(r.Context(), sb.Template, sb.TemplateID)
+	if sb.TemplateID != "" && sb.TemplateVersion == 0 && s.cfg.Templates != nil {
+		sb.TemplateVersion = s.cfg.Templates.VersionOf(r.Context(), sb.TeamID, sb.Template, sb.TemplateID)
+	}
+	if ds, ok := s.cfg.Builder.(diskSizer); ok && sb.TemplateID != "" && sb.DiskMiB == 0 {
+		sb.DiskMiB = ds.DiskMiB(r.Context(), sb.Template, sb.TemplateID) // a record from before disks were kept
 	}
 	return sb
 }
 
-// buildInfoer says which version of a template a build is, and its disk size.
-type buildInfoer interface {
-	BuildInfo(ctx context.Context, name, id string) (version, diskMiB int)
+// diskSizer says a template build's disk size (the host's builder).
+type diskSizer interface {
+	DiskMiB(ctx context.Context, name, id string) int
 }

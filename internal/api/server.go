@@ -34,8 +34,12 @@ const maxJSONBody = 1 << 20
 type Config struct {
 	Store   pandastack.Store
 	Engine  pandastack.Engine
-	Builder pandastack.TemplateBuilder // nil: template builds answer 503
-	Logger  *slog.Logger               // nil: discard
+	Builder pandastack.TemplateBuilder // the host's builder: cold boots (bench)
+	// Templates is the template registry: templates, versions, tags and
+	// builds per team (nil: template routes answer 503 and sandbox creates
+	// pass the template reference on as it is).
+	Templates Templates
+	Logger    *slog.Logger // nil: discard
 
 	// MaxLiveSandboxesPerTeam caps a team's live sandboxes; 0 means no cap.
 	MaxLiveSandboxesPerTeam int

@@ -25,6 +25,7 @@ import (
 	"github.com/pandastack/pandastack/internal/network"
 	"github.com/pandastack/pandastack/internal/store/sqlite"
 	"github.com/pandastack/pandastack/internal/templates"
+	"github.com/pandastack/pandastack/internal/templates/registry"
 	"github.com/pandastack/pandastack/internal/vmm/qemu"
 )
 
@@ -57,6 +58,9 @@ type Config struct {
 	DNSUpstreams []string
 	// MaxLivePerTeam caps each team's live sandboxes (0: no cap).
 	MaxLivePerTeam int
+	// MaxBuildsPerTeam caps the custom template builds a team (any key but
+	// an admin's) runs at once (0: registry.DefaultMaxBuildsPerTeam).
+	MaxBuildsPerTeam int
 	Logger         *slog.Logger
 	// Ready, if set, is called with the listening address once serving.
 	Ready func(addr string)
@@ -68,7 +72,10 @@ type Server struct {
 	log     *slog.Logger
 	store   *sqlite.Store
 	builder *templates.Builder
-	agent   *hostagent.Agent
+	// registry keeps templates per team in the store (builder holds the
+	// builds' files).
+	registry *registry.Registry
+	agent    *hostagent.Agent
 	net     *network.Manager // nil without sandbox networking
 	// proxySecret signs port URLs (DATA/proxy-secret).
 	proxySecret []byte
@@ -162,8 +169,11 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	s.cow = cow
 	log.Info("vm storage", "dir", cow.Dir(), "image", cow.Image())
 	s.builder, err = templates.New(templates.Config{DataDir: cfg.DataDir, CacheDir: cfg.CacheDir, TemplateDir: filepath.Join(cow.Dir(), "templates"),
-		Store: store, AgentPath: cfg.AgentPath, Logger: log})
+		AgentPath: cfg.AgentPath, Logger: log})
 	if err != nil {
+		return nil, err
+	}
+	if err := s.openRegistry(ctx); err != nil {
 		return nil, err
 	}
 	s.probe, err = s.chooseAccel(ctx)
@@ -250,7 +260,7 @@ func (s *Server) BuildTemplates(ctx context.Context, names []string) error {
 	var errs []error
 	for _, name := range names {
 		s.setBuild(name, "building")
-		_, err := s.builder.Build(ctx, name, logWriter{s.log, "template " + name})
+		_, err := s.registry.BuildCatalog(ctx, name, logWriter{s.log, "template " + name})
 		if err != nil {
 			s.setBuild(name, err.Error())
 			s.log.Error("template build failed", "template", name, "err", err)
@@ -273,7 +283,7 @@ func (s *Server) setBuild(name, st string) {
 
 // Handler is the HTTP API.
 func (s *Server) Handler() http.Handler {
-	return api.New(api.Config{Store: s.store, Engine: s.agent, Builder: s.builder, Logger: s.log,
+	return api.New(api.Config{Store: s.store, Engine: s.agent, Builder: s.builder, Templates: s.registry, Logger: s.log,
 		MaxLiveSandboxesPerTeam: s.cfg.MaxLivePerTeam, SandboxDomain: s.cfg.SandboxDomain, Network: s.apiNetwork(),
 		ProxySecret: s.proxySecret}).Handler()
 }

@@ -109,7 +109,7 @@ type rowScanner interface {
 }
 
 // encodeDefaults stores a sandbox's command defaults as JSON; nil (not
-// captured) is ''.
+// captured) is ”.
 func encodeDefaults(d *pandastack.CommandDefaults) (string, error) {
 	if d == nil {
 		return "", nil
