@@ -124,8 +124,6 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 	sb, err := s.cfg.Engine.Create(r.Context(), pandastack.CreateRequest{
 		TeamID:    p.team.ID,
 		Template:  tpl,
-
-		TemplateVersion: version,
 		TTL:       ttl,
 		Metadata:  req.Metadata,
 		Env:       req.Env,
@@ -136,7 +134,8 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 		Network:   policy,
 		Volumes:   req.Volumes,
 
-		AutoHibernate: idle,
+		AutoHibernate:   idle,
+		TemplateVersion: version,
 	})
 	if err != nil {
 		return wrap(err, "create sandbox")

@@ -58,12 +58,13 @@ type Config struct {
 	DNSUpstreams []string
 	// MaxLivePerTeam caps each team's live sandboxes (0: no cap).
 	MaxLivePerTeam int
-	// MaxBuildsPerTeam caps the custom template builds a team (any key but
-	// an admin's) runs at once (0: registry.DefaultMaxBuildsPerTeam).
-	MaxBuildsPerTeam int
 	Logger         *slog.Logger
 	// Ready, if set, is called with the listening address once serving.
 	Ready func(addr string)
+
+	// MaxBuildsPerTeam caps the custom template builds a team (any key but
+	// an admin's) runs at once (0: registry.DefaultMaxBuildsPerTeam).
+	MaxBuildsPerTeam int
 }
 
 // Server is a running single-node PandaStack.
@@ -72,10 +73,7 @@ type Server struct {
 	log     *slog.Logger
 	store   *sqlite.Store
 	builder *templates.Builder
-	// registry keeps templates per team in the store (builder holds the
-	// builds' files).
-	registry *registry.Registry
-	agent    *hostagent.Agent
+	agent   *hostagent.Agent
 	net     *network.Manager // nil without sandbox networking
 	// proxySecret signs port URLs (DATA/proxy-secret).
 	proxySecret []byte
@@ -84,6 +82,10 @@ type Server struct {
 
 	mu     sync.Mutex
 	builds map[string]string // template → "building", "ready" or an error
+
+	// registry keeps templates per team in the store (builder holds the
+	// builds' files); see templates.go.
+	registry *registry.Registry
 }
 
 // FindAgent locates the pandastack-guest binary: beside the running
