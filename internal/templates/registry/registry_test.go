@@ -383,3 +383,19 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+func TestParseRef(t *testing.T) {
+	for ref, want := range map[string][3]string{
+		"web": {"web", "", ""}, "web:v2": {"web", "v2", ""}, "web:3": {"web", "3", ""}, "web@abc": {"web", "", "abc"},
+	} {
+		n, tag, id := registry.ParseRef(ref)
+		if [3]string{n, tag, id} != want {
+			t.Errorf("ParseRef(%q) = %q %q %q, want %q", ref, n, tag, id, want)
+		}
+	}
+	for _, bad := range []string{"", "../x", "web@../../etc", "a/b:1", ".hidden", "web:a/b"} {
+		if _, err := newEnv(t).reg.Resolve(t.Context(), "team_a", bad); pandastack.ErrorCode(err) != pandastack.EInvalid {
+			t.Errorf("Resolve(%q): %v, want invalid_argument", bad, err)
+		}
+	}
+}
