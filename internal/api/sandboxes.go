@@ -115,15 +115,9 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	defer release()
-	tpl, version := req.Template, 0
-	if req.Snapshot == "" {
-		if tpl, version, err = s.resolveTemplate(r, p.team.ID, req.Template); err != nil {
-			return err
-		}
-	}
 	sb, err := s.cfg.Engine.Create(r.Context(), pandastack.CreateRequest{
 		TeamID:    p.team.ID,
-		Template:  tpl,
+		Template:  req.Template,
 		TTL:       ttl,
 		Metadata:  req.Metadata,
 		Env:       req.Env,
@@ -134,8 +128,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 		Network:   policy,
 		Volumes:   req.Volumes,
 
-		AutoHibernate:   idle,
-		TemplateVersion: version,
+		AutoHibernate: idle,
 	})
 	if err != nil {
 		return wrap(err, "create sandbox")

@@ -14,7 +14,8 @@ import (
 
 // Templates is the template registry the API serves (registry.Registry):
 // every method takes the caller's team, and answers only with that team's
-// templates and the public catalog's.
+// templates and the public catalog's. (Sandbox creates resolve their
+// template through the Engine: see registry.Engine.)
 type Templates interface {
 	Resolve(ctx context.Context, teamID, ref string) (pandastack.Template, error)
 	List(ctx context.Context, teamID string) ([]pandastack.Template, error)
@@ -35,19 +36,6 @@ func (s *Server) templates() (Templates, error) {
 		return nil, pandastack.Errorf(pandastack.EUnavailable, "this server keeps no template registry")
 	}
 	return s.cfg.Templates, nil
-}
-
-// resolveTemplate turns a create's template reference into the exact build
-// the caller's team may use (its own, then the public catalog's).
-func (s *Server) resolveTemplate(r *http.Request, teamID, ref string) (exact string, version int, err error) {
-	if s.cfg.Templates == nil {
-		return ref, 0, nil
-	}
-	t, err := s.cfg.Templates.Resolve(r.Context(), teamID, ref)
-	if err != nil {
-		return "", 0, wrap(err, "resolve template "+ref)
-	}
-	return t.Name + "@" + t.ID, t.Version, nil
 }
 
 type templateList struct {

@@ -285,7 +285,7 @@ func (s *Server) setBuild(name, st string) {
 
 // Handler is the HTTP API.
 func (s *Server) Handler() http.Handler {
-	return api.New(api.Config{Store: s.store, Engine: s.agent, Builder: s.builder, Templates: s.registry, Logger: s.log,
+	return api.New(api.Config{Store: s.store, Engine: registry.Engine{Engine: s.agent, Registry: s.registry}, Builder: s.builder, Templates: s.registry, Logger: s.log,
 		MaxLiveSandboxesPerTeam: s.cfg.MaxLivePerTeam, SandboxDomain: s.cfg.SandboxDomain, Network: s.apiNetwork(),
 		ProxySecret: s.proxySecret}).Handler()
 }

@@ -72,7 +72,7 @@ func Start(t testing.TB, configure ...func(*api.Config)) *Env {
 	}
 	cfg := api.Config{
 		Store:     e.Store,
-		Engine:    e.Engine,
+		Engine:    registry.Engine{Engine: e.Engine, Registry: e.Templates}, // creates resolve templates per team
 		Builder:   e.Builder,
 		Templates: e.Templates,
 		Logger:    slog.New(slog.NewTextHandler(e.Logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
