@@ -34,7 +34,7 @@ const maxJSONBody = 1 << 20
 type Config struct {
 	Store   pandastack.Store
 	Engine  pandastack.Engine
-	Builder pandastack.TemplateBuilder // the host's builder: cold boots (bench)
+	Builder pandastack.TemplateBuilder // the host's builder: cold boots (bench), disk sizes of old records
 	// Templates is the template registry: templates, versions, tags and
 	// builds per team (nil: template routes answer 503 and sandbox creates
 	// pass the template reference on as it is).
