@@ -90,6 +90,9 @@ type Sandbox struct {
 	// Lifetime is its lifetime class: LifetimeSandbox ("" in records made
 	// before service machines existed) or LifetimeService.
 	Lifetime Lifetime `json:"lifetime,omitempty"`
+	// Defaults are its template's command defaults, captured at create (nil
+	// on records made before they were captured).
+	Defaults *CommandDefaults `json:"-"`
 }
 
 // Lifetime is a machine's lifetime class.
@@ -137,8 +140,10 @@ func ParseLifetime(s string) (Lifetime, error) {
 	return "", Errorf(EInvalid, "lifetime must be %q or %q, got %q", LifetimeSandbox, LifetimeService, s)
 }
 
-// Template is a baked guest image sandboxes are created from.
+// Template is a baked guest image sandboxes are created from. It belongs to
+// a team, or (TeamID "") to the public catalog every team sees.
 type Template struct {
+	TeamID    string    `json:"team_id,omitempty"`
 	Name      string    `json:"name"`
 	ID        string    `json:"id"` // content key of the build inputs
 	CPUs      int       `json:"cpus"`
@@ -149,6 +154,10 @@ type Template struct {
 	BuiltAt   time.Time `json:"built_at"`
 	BuildMs   int64     `json:"build_ms"`
 	Version   int       `json:"version,omitempty"` // 1, 2, ... per name; 0 when not versioned
+	// Defaults are what every command in its sandboxes starts with (a
+	// custom template's ENV, WORKDIR and USER); the host that holds the
+	// build knows them.
+	Defaults CommandDefaults `json:"-"`
 }
 
 // TemplateVersion is one build of a template, kept while anything may still
@@ -169,6 +178,7 @@ type TemplateVersion struct {
 // (and which came from the cache), and its kept log.
 type TemplateBuild struct {
 	ID         string      `json:"id"`
+	TeamID     string      `json:"team_id,omitempty"` // "" for the public catalog
 	Name       string      `json:"name"`
 	Status     string      `json:"status"` // "running", "succeeded", "failed"
 	Version    int         `json:"version,omitempty"`
@@ -191,12 +201,31 @@ type BuildStep struct {
 // CustomBuild asks for a template built from a spec file and a build
 // context (a directory on the server's host).
 type CustomBuild struct {
+	// TeamID owns the template ("" for the public catalog). Builds of
+	// different teams share nothing: not a step, not a bake.
+	TeamID  string
 	Name    string // template name
 	Tag     string // optional extra tag for the new version
 	Spec    []byte
 	Context string
 	// CPUs, MemoryMiB, DiskGiB override the spec's and the parent's size.
 	CPUs, MemoryMiB, DiskGiB int
+	// ResolveFrom, when set, turns the spec's FROM reference into the exact
+	// build ("name@ID") this team may build on; the registry's rule.
+	ResolveFrom func(ctx context.Context, ref string) (string, error)
+	// Run, when set, records the build run: it is started once the spec
+	// and the context are found valid (a refused build leaves no run).
+	Run BuildRun
+}
+
+// BuildRun is where a builder reports a custom build run (the template
+// registry keeps it).
+type BuildRun interface {
+	// Start begins the run; what the build prints from then on also goes
+	// to the writer it returns (the run's kept log).
+	Start(ctx context.Context) (io.Writer, error)
+	// Step records a finished step.
+	Step(s BuildStep)
 }
 
 // Snapshot is a saved sandbox — memory, processes, disk — that new
@@ -349,9 +378,7 @@ type Store interface {
 	// DetachVolumes frees every volume attached to the sandbox.
 	DetachVolumes(ctx context.Context, sandboxID string) error
 
-	PutTemplate(ctx context.Context, t Template) error
-	GetTemplate(ctx context.Context, name string) (Template, error)
-	ListTemplates(ctx context.Context) ([]Template, error)
+	TemplateStore
 
 	Close() error
 }
@@ -433,6 +460,9 @@ type CreateRequest struct {
 	// Lifetime is the machine's class; LifetimeService ignores TTL (a
 	// service machine has none).
 	Lifetime Lifetime
+	// TemplateVersion is the version the template reference resolved to
+	// (the registry numbers versions; hosts know builds only). 0: unknown.
+	TemplateVersion int
 }
 
 // Guest is the live connection to one sandbox's guest agent.

@@ -1,45 +1,51 @@
 package api
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
 
 	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/templates/registry"
 )
-
-// customBuilder builds templates from spec files and keeps their versions
-// and build logs (implemented by templates.Builder).
-type customBuilder interface {
-	BuildFromTar(ctx context.Context, req pandastack.CustomBuild, tar io.Reader, log io.Writer) (pandastack.TemplateBuild, pandastack.Template, error)
-	Versions(ctx context.Context, name string) ([]pandastack.TemplateVersion, error)
-	Builds(ctx context.Context, name string) ([]pandastack.TemplateBuild, error)
-	Build1(ctx context.Context, name, id string) (pandastack.TemplateBuild, error)
-	BuildLog(ctx context.Context, name, id string) (io.ReadCloser, error)
-}
 
 // maxContextBody bounds an uploaded build context.
 const maxContextBody = 2 << 30
 
-func (s *Server) custom() (customBuilder, error) {
-	cb, ok := s.cfg.Builder.(customBuilder)
-	if !ok {
-		return nil, pandastack.Errorf(pandastack.EUnavailable, "this server does not build custom templates")
-	}
-	return cb, nil
-}
-
-// customTemplate is the checked template name of a request's path and the
-// builder that keeps its versions and builds.
-func (s *Server) customTemplate(r *http.Request) (string, customBuilder, error) {
+// templateName is the checked template name of a request's path and the
+// registry that keeps its versions and builds.
+func (s *Server) templateName(r *http.Request) (string, Templates, error) {
 	name := r.PathValue("name")
 	if err := checkName("template", name); err != nil {
 		return "", nil, err
 	}
-	cb, err := s.custom()
-	return name, cb, err
+	reg, err := s.templates()
+	return name, reg, err
+}
+
+// buildTeam is the team a custom build is for: the caller's own; for an
+// admin key, the public catalog ("") unless ?team=NAME names a team.
+func (s *Server) buildTeam(r *http.Request) (string, error) {
+	p := caller(r)
+	name := r.URL.Query().Get("team")
+	if !p.key.Admin {
+		if name != "" && name != p.team.Name {
+			return "", pandastack.Errorf(pandastack.EForbidden, "only an admin key builds templates for another team")
+		}
+		return p.team.ID, nil
+	}
+	if name == "" {
+		return "", nil
+	}
+	t, err := s.cfg.Store.TeamByName(r.Context(), name)
+	if pandastack.ErrorCode(err) == pandastack.ENotFound {
+		return "", pandastack.Errorf(pandastack.ENotFound, "team %q not found", name)
+	}
+	if err != nil {
+		return "", wrap(err, "look up team "+name)
+	}
+	return t.ID, nil
 }
 
 // intQuery reads an optional whole-number query parameter.
@@ -58,11 +64,16 @@ func intQuery(r *http.Request, key string) (int, error) {
 // buildCustomTemplate builds a template from an uploaded spec and build
 // context (a tar stream, the spec as its .pandastack-spec entry).
 func (s *Server) buildCustomTemplate(w http.ResponseWriter, r *http.Request, name string) error {
-	cb, err := s.custom()
+	reg, err := s.templates()
 	if err != nil {
 		return err
 	}
-	req := pandastack.CustomBuild{Name: name, Tag: r.URL.Query().Get("tag")}
+	teamID, err := s.buildTeam(r)
+	if err != nil {
+		return err
+	}
+	req := registry.CustomRequest{Capped: !caller(r).key.Admin,
+		CustomBuild: pandastack.CustomBuild{TeamID: teamID, Name: name, Tag: r.URL.Query().Get("tag")}}
 	if req.Tag != "" {
 		if err := checkName("tag", req.Tag); err != nil {
 			return err
@@ -85,7 +96,7 @@ func (s *Server) buildCustomTemplate(w http.ResponseWriter, r *http.Request, nam
 		return out.Send(buildEvent{Type: "log", Line: line})
 	}}
 	noReadDeadline(w) // a build context may be large and slow to upload
-	br, t, err := cb.BuildFromTar(r.Context(), req, http.MaxBytesReader(w, r.Body, maxContextBody), lw)
+	br, t, err := reg.BuildCustom(r.Context(), req, http.MaxBytesReader(w, r.Body, maxContextBody), lw)
 	lw.Close()
 	if err != nil {
 		if !out.Started() {
@@ -94,7 +105,8 @@ func (s *Server) buildCustomTemplate(w http.ResponseWriter, r *http.Request, nam
 		out.Send(buildEvent{Type: "error", Build: &br, Error: s.wireError(r, wrap(err, "build template "+name))})
 		return nil
 	}
-	s.log.InfoContext(r.Context(), "custom template built", "request_id", requestID(r), "template", t.Name, "id", t.ID, "version", t.Version)
+	s.log.InfoContext(r.Context(), "custom template built", "request_id", requestID(r), "template", t.Name, "id", t.ID,
+		"version", t.Version, "team", caller(r).team.Name, "public", t.TeamID == "")
 	out.Send(buildEvent{Type: "done", Template: &t, Build: &br})
 	return nil
 }
@@ -111,11 +123,11 @@ type buildList struct {
 }
 
 func (s *Server) listVersions(w http.ResponseWriter, r *http.Request) error {
-	name, cb, err := s.customTemplate(r)
+	name, reg, err := s.templateName(r)
 	if err != nil {
 		return err
 	}
-	vs, err := cb.Versions(r.Context(), name)
+	vs, err := reg.Versions(r.Context(), caller(r).team.ID, name)
 	if err != nil {
 		return wrap(err, "list versions of "+name)
 	}
@@ -124,11 +136,11 @@ func (s *Server) listVersions(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) listBuilds(w http.ResponseWriter, r *http.Request) error {
-	name, cb, err := s.customTemplate(r)
+	name, reg, err := s.templateName(r)
 	if err != nil {
 		return err
 	}
-	bs, err := cb.Builds(r.Context(), name)
+	bs, err := reg.Builds(r.Context(), caller(r).team.ID, name)
 	if err != nil {
 		return wrap(err, "list builds of "+name)
 	}
@@ -137,11 +149,11 @@ func (s *Server) listBuilds(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) getBuild(w http.ResponseWriter, r *http.Request) error {
-	name, cb, err := s.customTemplate(r)
+	name, reg, err := s.templateName(r)
 	if err != nil {
 		return err
 	}
-	b, err := cb.Build1(r.Context(), name, r.PathValue("build"))
+	b, err := reg.Build(r.Context(), caller(r).team.ID, name, r.PathValue("build"))
 	if err != nil {
 		return wrap(err, "get build")
 	}
@@ -150,11 +162,11 @@ func (s *Server) getBuild(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) buildLogs(w http.ResponseWriter, r *http.Request) error {
-	name, cb, err := s.customTemplate(r)
+	name, reg, err := s.templateName(r)
 	if err != nil {
 		return err
 	}
-	rc, err := cb.BuildLog(r.Context(), name, r.PathValue("build"))
+	rc, err := reg.BuildLog(r.Context(), caller(r).team.ID, name, r.PathValue("build"))
 	if err != nil {
 		return wrap(err, "read build log")
 	}

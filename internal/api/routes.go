@@ -92,12 +92,12 @@ var routeTable = []route{
 	{"GET", "/v1/teams/{team}/quotas", admin, (*Server).getTeamQuotas},
 	{"PUT", "/v1/teams/{team}/quotas", admin, (*Server).setTeamQuotas},
 	{"GET", "/v1/templates", team, (*Server).listTemplates},
-	{"POST", "/v1/templates/{name}/build", admin, (*Server).buildTemplate},
+	{"POST", "/v1/templates/{name}/build", team, (*Server).buildTemplate},
 	{"POST", "/v1/templates/{name}/coldboot", admin, (*Server).coldBoot},
 	{"GET", "/v1/templates/{name}/versions", team, (*Server).listVersions},
-	{"GET", "/v1/templates/{name}/builds", admin, (*Server).listBuilds},
-	{"GET", "/v1/templates/{name}/builds/{build}", admin, (*Server).getBuild},
-	{"GET", "/v1/templates/{name}/builds/{build}/logs", admin, (*Server).buildLogs},
+	{"GET", "/v1/templates/{name}/builds", team, (*Server).listBuilds},
+	{"GET", "/v1/templates/{name}/builds/{build}", team, (*Server).getBuild},
+	{"GET", "/v1/templates/{name}/builds/{build}/logs", team, (*Server).buildLogs},
 }
 
 // Route describes one served route.

@@ -252,13 +252,16 @@ func (s *Server) presentWith(r *http.Request, sb pandastack.Sandbox, mounts map[
 		sb.Lifetime = pandastack.LifetimeSandbox
 	}
 	sb = s.presentNetwork(sb)
-	if bi, ok := s.cfg.Builder.(buildInfoer); ok && sb.TemplateID != "" && (sb.TemplateVersion == 0 || sb.DiskMiB == 0) {
-		sb.TemplateVersion, sb.DiskMiB = bi.BuildInfo(r.Context(), sb.Template, sb.TemplateID)
+	if sb.TemplateID != "" && sb.TemplateVersion == 0 && s.cfg.Templates != nil {
+		sb.TemplateVersion = s.cfg.Templates.VersionOf(r.Context(), sb.TeamID, sb.Template, sb.TemplateID)
+	}
+	if ds, ok := s.cfg.Builder.(diskSizer); ok && sb.TemplateID != "" && sb.DiskMiB == 0 {
+		sb.DiskMiB = ds.DiskMiB(r.Context(), sb.Template, sb.TemplateID) // a record from before disks were kept
 	}
 	return sb
 }
 
-// buildInfoer says which version of a template a build is, and its disk size.
-type buildInfoer interface {
-	BuildInfo(ctx context.Context, name, id string) (version, diskMiB int)
+// diskSizer says a template build's disk size (the host's builder).
+type diskSizer interface {
+	DiskMiB(ctx context.Context, name, id string) int
 }

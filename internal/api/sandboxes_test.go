@@ -93,7 +93,9 @@ func TestCreateSandboxPassesRequestToEngine(t *testing.T) {
 	}
 	c := got[0]
 	team, _ := env.Store.TeamByName(context.Background(), "acme")
-	if c.TeamID != team.ID || c.Template != "base" || c.TTL != 30*time.Second || c.Metadata["job"] != "42" || c.Env["LANG"] != "C" || c.AutoHibernate != 45*time.Second {
+	// The template reference reaches the engine resolved: the exact build
+	// of the version the team's "base" names.
+	if c.TeamID != team.ID || c.Template != "base@tpl_base" || c.TemplateVersion != 1 || c.TTL != 30*time.Second || c.Metadata["job"] != "42" || c.Env["LANG"] != "C" || c.AutoHibernate != 45*time.Second {
 		t.Fatalf("CreateRequest = %+v", c)
 	}
 }

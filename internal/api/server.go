@@ -39,8 +39,12 @@ const maxJSONBody = 1 << 20
 type Config struct {
 	Store   pandastack.Store
 	Engine  pandastack.Engine
-	Builder pandastack.TemplateBuilder // nil: template builds answer 503
-	Logger  *slog.Logger               // nil: discard
+	Builder pandastack.TemplateBuilder // the host's builder: cold boots (bench), disk sizes of old records
+	// Templates is the template registry: templates, versions, tags and
+	// builds per team (nil: template routes answer 503 and sandbox creates
+	// pass the template reference on as it is).
+	Templates Templates
+	Logger    *slog.Logger // nil: discard
 
 	// Quotas holds each team's limits and reserves what requests take (nil:
 	// a service whose only limits are MaxLiveSandboxesPerTeam and

@@ -2,12 +2,41 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"io"
 	"net/http"
 	"sync"
 
 	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/templates/registry"
 )
+
+// Templates is the template registry the API serves (registry.Registry):
+// every method takes the caller's team, and answers only with that team's
+// templates and the public catalog's. (Sandbox creates resolve their
+// template through the Engine: see registry.Engine.)
+type Templates interface {
+	Resolve(ctx context.Context, teamID, ref string) (pandastack.Template, error)
+	List(ctx context.Context, teamID string) ([]pandastack.Template, error)
+	Versions(ctx context.Context, teamID, name string) ([]pandastack.TemplateVersion, error)
+	VersionOf(ctx context.Context, teamID, name, id string) int
+	Builds(ctx context.Context, teamID, name string) ([]pandastack.TemplateBuild, error)
+	Build(ctx context.Context, teamID, name, id string) (pandastack.TemplateBuild, error)
+	BuildLog(ctx context.Context, teamID, name, id string) (io.ReadCloser, error)
+	BuildCatalog(ctx context.Context, name string, log io.Writer) (pandastack.Template, error)
+	BuildCustom(ctx context.Context, req registry.CustomRequest, tar io.Reader, log io.Writer) (pandastack.TemplateBuild, pandastack.Template, error)
+}
+
+var _ Templates = (*registry.Registry)(nil)
+
+// templates returns the registry, or why there is none.
+func (s *Server) templates() (Templates, error) {
+	if s.cfg.Templates == nil {
+		return nil, pandastack.Errorf(pandastack.EUnavailable, "this server keeps no template registry")
+	}
+	return s.cfg.Templates, nil
+}
 
 type templateList struct {
 	Templates []pandastack.Template `json:"templates"`
@@ -27,7 +56,11 @@ type buildEvent struct {
 }
 
 func (s *Server) listTemplates(w http.ResponseWriter, r *http.Request) error {
-	ts, err := s.cfg.Store.ListTemplates(r.Context())
+	reg, err := s.templates()
+	if err != nil {
+		return err
+	}
+	ts, err := reg.List(r.Context(), caller(r).team.ID)
 	if err != nil {
 		return wrap(err, "list templates")
 	}
@@ -38,6 +71,10 @@ func (s *Server) listTemplates(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// errCatalogBuild refuses a catalog build to a key that is not an admin's.
+var errCatalogBuild = pandastack.Errorf(pandastack.EForbidden,
+	"building a catalog template needs an admin API key; upload a spec (Content-Type: application/x-tar) to build a custom template")
+
 func (s *Server) buildTemplate(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("name")
 	if err := checkName("template", name); err != nil {
@@ -46,14 +83,18 @@ func (s *Server) buildTemplate(w http.ResponseWriter, r *http.Request) error {
 	if isTar(r) {
 		return s.buildCustomTemplate(w, r, name)
 	}
-	if s.cfg.Builder == nil {
-		return pandastack.Errorf(pandastack.EUnavailable, "this server does not build templates")
+	if !caller(r).key.Admin {
+		return errCatalogBuild
+	}
+	reg, err := s.templates()
+	if err != nil {
+		return err
 	}
 	out := newNDJSON(w)
 	lw := &lineWriter{emit: func(line string) error {
 		return out.Send(buildEvent{Type: "log", Line: line})
 	}}
-	t, err := s.cfg.Builder.Build(r.Context(), name, lw)
+	t, err := reg.BuildCatalog(r.Context(), name, lw)
 	lw.Close()
 	if err != nil {
 		if !out.Started() {

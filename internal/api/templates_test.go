@@ -9,6 +9,7 @@ import (
 	"github.com/pandastack/pandastack"
 	"github.com/pandastack/pandastack/internal/api"
 	"github.com/pandastack/pandastack/internal/api/apitest"
+	"github.com/pandastack/pandastack/internal/templates/registry"
 )
 
 type buildLine struct {
@@ -92,6 +93,8 @@ func TestTemplates(t *testing.T) {
 }
 
 func TestBuildWithoutBuilder(t *testing.T) {
-	env := apitest.Start(t, func(c *api.Config) { c.Builder = nil })
+	env := apitest.Start(t, func(c *api.Config) {
+		c.Builder, c.Templates = nil, registry.New(registry.Config{Store: c.Store, LogDir: t.TempDir()})
+	})
 	wantError(t, call(t, env, req{method: "POST", path: "/v1/templates/base/build", key: env.AdminKey}), 503, "unavailable", "does not build templates")
 }

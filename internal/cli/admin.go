@@ -77,19 +77,22 @@ func runTemplateBuild(ctx context.Context, s *streams, args []string) int {
 	p := newParser("template build", "NAME | -f FILE --name NAME [CONTEXT_DIR]", "Build (or rebuild) a template on the server, printing the build log as it\n"+
 		"comes. NAME builds a catalog template. -f builds a custom template from a spec\n"+
 		"file; its build context (what COPY reads) is CONTEXT_DIR, by default the spec\n"+
-		"file's directory. Needs an admin key.").withClient(ctx)
+		"file's directory. Any key builds custom templates for its own team (public\n"+
+		"names are reserved); an admin key builds catalog templates, and custom ones\n"+
+		"for the public catalog or, with --team, for a team.").withClient(ctx)
 	file := p.fs.String("f", "", "spec `FILE` of a custom template")
 	name := p.fs.String("name", "", "custom template `NAME`")
 	tag := p.fs.String("tag", "", "also tag the new version (e.g. v2)")
 	cpus := p.fs.Int("cpus", 0, "vCPUs (overrides the spec's CPUS)")
 	mem := p.fs.Int("memory", 0, "memory in MiB (overrides the spec's MEMORY)")
 	disk := p.fs.Int("disk", 0, "root disk in GiB (overrides the spec's DISK)")
+	team := p.fs.String("team", "", "admin key: build the custom template for this `TEAM` instead of the public catalog")
 	pos, code, ok := p.parse(s, args, -1)
 	if !ok {
 		return code
 	}
 	if *file != "" {
-		return runCustomBuild(ctx, s, p, pos, *file, *name, *tag, *cpus, *mem, *disk)
+		return runCustomBuild(ctx, s, p, pos, *file, *name, *tag, *team, *cpus, *mem, *disk)
 	}
 	if len(pos) != 1 {
 		return p.usageError(s, fmt.Sprintf("want 1 argument, got %d", len(pos)))

@@ -17,7 +17,7 @@ var stepLine = regexp.MustCompile(`^\[(\d+)/(\d+)\] `)
 
 // runCustomBuild uploads a spec file and its context and streams the build,
 // with a step counter and progress bar on stderr.
-func runCustomBuild(ctx context.Context, s *streams, p *parser, pos []string, file, name, tag string, cpus, mem, disk int) int {
+func runCustomBuild(ctx context.Context, s *streams, p *parser, pos []string, file, name, tag, team string, cpus, mem, disk int) int {
 	if name == "" {
 		return p.usageError(s, "a custom build needs --name NAME")
 	}
@@ -36,7 +36,7 @@ func runCustomBuild(ctx context.Context, s *streams, p *parser, pos []string, fi
 		return p.usageError(s, fmt.Sprintf("build context %s is not a directory", dir))
 	}
 	t, b, err := p.client.client().BuildCustomTemplate(ctx, sdk.CustomBuildParams{
-		Name: name, Spec: spec, ContextDir: dir, Tag: tag, CPUs: cpus, MemoryMiB: mem, DiskGiB: disk,
+		Name: name, Spec: spec, ContextDir: dir, Tag: tag, CPUs: cpus, MemoryMiB: mem, DiskGiB: disk, Team: team,
 		OnLine: func(line string) {
 			fmt.Fprintln(s.out, line)
 			if m := stepLine.FindStringSubmatch(line); m != nil {
@@ -97,7 +97,7 @@ func runTemplateVersions(ctx context.Context, s *streams, args []string) int {
 }
 
 func runTemplateBuilds(ctx context.Context, s *streams, args []string) int {
-	p := newParser("template builds", "NAME", "List a template's custom build runs, newest first. Needs an admin key.").withClient(ctx)
+	p := newParser("template builds", "NAME", "List a template's custom build runs, newest first: your team's, else the public template's.").withClient(ctx)
 	asJSON := p.fs.Bool("json", false, "print JSON")
 	pos, code, ok := p.parse(s, args, 1)
 	if !ok {
@@ -126,7 +126,7 @@ func runTemplateBuilds(ctx context.Context, s *streams, args []string) int {
 }
 
 func runTemplateLogs(ctx context.Context, s *streams, args []string) int {
-	p := newParser("template logs", "NAME BUILD_ID", "Print the kept log of a build run. Needs an admin key.").withClient(ctx)
+	p := newParser("template logs", "NAME BUILD_ID", "Print the kept log of a build run of your team or of a public template.").withClient(ctx)
 	pos, code, ok := p.parse(s, args, 2)
 	if !ok {
 		return code

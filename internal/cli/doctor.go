@@ -14,7 +14,6 @@ import (
 	"github.com/pandastack/pandastack"
 	"github.com/pandastack/pandastack/internal/cowfs"
 	"github.com/pandastack/pandastack/internal/server"
-	"github.com/pandastack/pandastack/internal/store/sqlite"
 	"github.com/pandastack/pandastack/internal/templates"
 	"github.com/pandastack/pandastack/internal/vmm/qemu"
 )
@@ -83,13 +82,7 @@ func runDoctor(ctx context.Context, s *streams, args []string) int {
 		fmt.Fprintln(s.out, "\nfix the failures above, then run doctor again")
 		return 1
 	}
-	store, err := sqlite.Open(ctx, ":memory:")
-	if err != nil {
-		fmt.Fprintf(s.err, "error: %v\n", err)
-		return 1
-	}
-	defer store.Close()
-	b, err := templates.New(templates.Config{DataDir: *dataDir, CacheDir: *cacheDir, Store: store, AgentPath: agent})
+	b, err := templates.New(templates.Config{DataDir: *dataDir, CacheDir: *cacheDir, AgentPath: agent})
 	if err != nil {
 		fmt.Fprintf(s.err, "error: %v\n", err)
 		return 1

@@ -31,6 +31,7 @@ func runServer(ctx context.Context, s *streams, args []string) int {
 	fs.BoolVar(&cfg.KillOnExit, "kill-on-exit", false, "end every sandbox when the server stops (default: they keep running and are re-attached at next start)")
 	fs.IntVar(&cfg.MaxLivePerTeam, "max-live-per-team", quotas.Defaults.MaxSandboxes, "default cap on each team's live sandboxes, forks and service machines included (0: none; per team: pandastack quotas set)")
 	fs.IntVar(&cfg.MaxServicePerTeam, "max-service-per-team", quotas.Defaults.MaxServiceMachines, "default cap on each team's live service machines (lifetime service; 0: none; per team: pandastack quotas set)")
+	fs.IntVar(&cfg.MaxBuildsPerTeam, "max-builds-per-team", quotas.Defaults.MaxConcurrentBuilds, "default cap on the custom template builds each team (any key but an admin's) runs at once (per team: pandastack quotas set)")
 	fs.BoolVar(&cfg.NoNetwork, "no-network", false, "give sandboxes no network (default: a namespace each, when running as root)")
 	fs.StringVar(&cfg.NetworkPool, "network-pool", "", "IPv4 range of the host-side transit addresses (default 10.223.0.0/16)")
 	fs.StringVar(&dnsUpstream, "dns-upstream", "", "DNS servers (host:port, comma separated) sandboxes' queries go to (default: the host's /etc/resolv.conf; env PANDASTACK_DNS_UPSTREAM)")

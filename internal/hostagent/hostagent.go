@@ -258,6 +258,10 @@ func (a *Agent) record(ctx context.Context, v vmm.VM, client *guestconn.Client, 
 		Host: a.cfg.Host, Accel: a.Accel(), Metadata: nonNil(req.Metadata), Env: req.Env,
 		CPUs: cpus, MemoryMiB: mem, DiskMiB: tpl.DiskMiB, TemplateVersion: tpl.Version, CreatedAt: now, ExpiresAt: req.Lifetime.Expiry(now, req.TTL),
 		AutoHibernateSeconds: int(req.AutoHibernate / time.Second), Lifetime: req.Lifetime,
+		Defaults: &tpl.Defaults, // captured once: execs do not read the template again
+	}
+	if req.TemplateVersion > 0 {
+		rec.TemplateVersion = req.TemplateVersion
 	}
 	s := newSandbox(rec, v, client)
 	s.volumes = len(req.Volumes) > 0
@@ -396,7 +400,7 @@ func (a *Agent) Guest(ctx context.Context, id string) (pandastack.Guest, error) 
 	defer s.mu.Unlock()
 	s.lastUsed = time.Now()
 	g := &guest{Client: s.client, env: s.rec.Env, s: s}
-	a.templateDefaults(g, s.rec)
+	a.templateDefaults(ctx, g, s)
 	return g, nil
 }
 

@@ -14,13 +14,6 @@ type Sizer interface {
 	SizedSnapshot(ctx context.Context, ref string, cpus, memMiB, diskGiB int) (vmm.Snapshot, pandastack.Template, error)
 }
 
-// Defaulter is implemented by template sources whose templates set the
-// environment, working directory and user of every command (a custom
-// template's ENV, WORKDIR and USER).
-type Defaulter interface {
-	Defaults(name, id string) (env map[string]string, workdir, user string)
-}
-
 // templateRef names the exact template build a sandbox came from, so a
 // rebuild of the template does not change what its forks, wakes and
 // snapshots restore onto.
@@ -44,18 +37,27 @@ func (a *Agent) templateSnapshot(ctx context.Context, req pandastack.CreateReque
 	return a.cfg.Templates.Snapshot(ctx, req.Template)
 }
 
-// templateDefaults applies the template's defaults to a sandbox's session;
-// the env the sandbox was created with wins over the template's.
-func (a *Agent) templateDefaults(g *guest, rec pandastack.Sandbox) {
-	d, ok := a.cfg.Templates.(Defaulter)
-	if !ok {
-		return
+// templateDefaults applies the template's command defaults, captured on
+// the sandbox's record at create, to its session; the env the sandbox was
+// created with wins over the template's. A record from before defaults were
+// captured has them looked up once, from the template's build.
+func (a *Agent) templateDefaults(ctx context.Context, g *guest, s *sandbox) {
+	d := s.rec.Defaults
+	if d == nil {
+		d = &pandastack.CommandDefaults{}
+		if _, t, err := a.cfg.Templates.Snapshot(ctx, templateRef(s.rec.Template, s.rec.TemplateID)); err == nil {
+			d = &t.Defaults
+		}
+		s.rec.Defaults = d
 	}
-	env, wd, user := d.Defaults(rec.Template, rec.TemplateID)
-	if len(env) > 0 {
-		merged := maps.Clone(env)
+	applyDefaults(g, *d)
+}
+
+func applyDefaults(g *guest, d pandastack.CommandDefaults) {
+	if len(d.Env) > 0 {
+		merged := maps.Clone(d.Env)
 		maps.Copy(merged, g.env)
 		g.env = merged
 	}
-	g.workdir, g.user = wd, user
+	g.workdir, g.user = d.Workdir, d.User
 }

@@ -242,7 +242,7 @@ fi
 // mountVolumes mounts a new sandbox's volumes in its guest.
 func (a *Agent) mountVolumes(ctx context.Context, client *guestconn.Client, tpl pandastack.Template, vols []pandastack.Volume) error {
 	g := &guest{Client: client}
-	a.templateDefaults(g, pandastack.Sandbox{Template: tpl.Name, TemplateID: tpl.ID})
+	applyDefaults(g, tpl.Defaults)
 	for _, v := range vols {
 		var stderr bytes.Buffer
 		sectors := int64(v.SizeMiB) << 20 / 512

@@ -318,7 +318,8 @@ func TestSessionLifecycle(t *testing.T) {
 	if state(t, env, first) != pandastack.StateRunning {
 		t.Fatalf("lazy sandbox %s is %s", first, state(t, env, first))
 	}
-	if got := env.Engine.Created(); len(got) != 1 || got[0].Template != "base" || got[0].TTL != 1800*time.Second {
+	// (the API hands the engine the exact build "base" resolves to)
+	if got := env.Engine.Created(); len(got) != 1 || !strings.HasPrefix(got[0].Template, "base@") || got[0].TTL != 1800*time.Second {
 		t.Fatalf("created %+v, want one from base with TTL 1800s", got)
 	}
 	// Later tools reuse it.

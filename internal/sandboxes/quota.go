@@ -42,9 +42,13 @@ func (s *Service) createSize(ctx context.Context, req pandastack.CreateRequest) 
 			}
 		}
 	} else {
+		// The team's own template of that name, else the public one's.
 		name, _, _ := strings.Cut(req.Template, ":")
-		if t, err := s.cfg.Store.GetTemplate(ctx, name); err == nil {
-			c, m = t.CPUs, t.MemoryMiB
+		for _, team := range []string{req.TeamID, ""} {
+			if t, err := s.cfg.Store.GetTemplate(ctx, team, name); err == nil {
+				c, m = t.CPUs, t.MemoryMiB
+				break
+			}
 		}
 	}
 	if cpus == 0 {

@@ -30,6 +30,7 @@ import (
 	"github.com/pandastack/pandastack/internal/snaparchive"
 	"github.com/pandastack/pandastack/internal/store/sqlite"
 	"github.com/pandastack/pandastack/internal/templates"
+	"github.com/pandastack/pandastack/internal/templates/registry"
 	"github.com/pandastack/pandastack/internal/vmm/qemu"
 )
 
@@ -87,6 +88,10 @@ type Config struct {
 	Logger            *slog.Logger
 	// Ready, if set, is called with the listening address once serving.
 	Ready func(addr string)
+
+	// MaxBuildsPerTeam caps the custom template builds a team (any key but
+	// an admin's) runs at once (0: registry.DefaultMaxBuildsPerTeam).
+	MaxBuildsPerTeam int
 }
 
 // Server is a running single-node PandaStack.
@@ -116,6 +121,10 @@ type Server struct {
 
 	mu     sync.Mutex
 	builds map[string]string // template → "building", "ready" or an error
+
+	// registry keeps templates per team in the store (builder holds the
+	// builds' files); see templates.go.
+	registry *registry.Registry
 }
 
 // FindAgent locates the pandastack-guest binary: beside the running
@@ -185,6 +194,9 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	defaults := quotas.Defaults
 	defaults.MaxSandboxes = cfg.MaxLivePerTeam
 	defaults.MaxServiceMachines = cfg.MaxServicePerTeam
+	if cfg.MaxBuildsPerTeam > 0 {
+		defaults.MaxConcurrentBuilds = cfg.MaxBuildsPerTeam
+	}
 	s.quotas = quotas.New(quotas.Config{Store: store, Defaults: defaults})
 	ok := false
 	defer func() {
@@ -218,8 +230,11 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	s.cow = cow
 	log.Info("vm storage", "dir", cow.Dir(), "image", cow.Image())
 	s.builder, err = templates.New(templates.Config{DataDir: cfg.DataDir, CacheDir: cfg.CacheDir, TemplateDir: filepath.Join(cow.Dir(), "templates"),
-		Store: store, AgentPath: cfg.AgentPath, Logger: log})
+		AgentPath: cfg.AgentPath, Logger: log})
 	if err != nil {
+		return nil, err
+	}
+	if err := s.openRegistry(ctx); err != nil {
 		return nil, err
 	}
 	s.probe, err = s.chooseAccel(ctx)
@@ -316,7 +331,7 @@ func (s *Server) BuildTemplates(ctx context.Context, names []string) error {
 	var errs []error
 	for _, name := range names {
 		s.setBuild(name, "building")
-		_, err := s.builder.Build(ctx, name, logWriter{s.log, "template " + name})
+		_, err := s.registry.BuildCatalog(ctx, name, logWriter{s.log, "template " + name})
 		if err != nil {
 			s.setBuild(name, err.Error())
 			s.log.Error("template build failed", "template", name, "err", err)
@@ -339,7 +354,7 @@ func (s *Server) setBuild(name, st string) {
 
 // Handler is the HTTP API.
 func (s *Server) Handler() http.Handler {
-	return api.New(api.Config{Store: s.store, Engine: s.agent, Builder: s.builder, Logger: s.log,
+	return api.New(api.Config{Store: s.store, Engine: registry.Engine{Engine: s.agent, Registry: s.registry}, Builder: s.builder, Templates: s.registry, Logger: s.log,
 		Quotas: s.quotas, SandboxDomain: s.cfg.SandboxDomain, Network: s.apiNetwork(),
 		ProxySecret: s.proxySecret, Archive: s.archive, Hosts: s.hosts, CACert: s.caPEM()}).Handler()
 }

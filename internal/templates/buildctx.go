@@ -234,18 +234,18 @@ func copyIn(ctx context.Context, cl *guestconn.Client, root *os.Root, src, dst, 
 // BuildFromTar unpacks an uploaded build context (a tar stream carrying the
 // spec as SpecEntry) into a directory of its own and builds from it; the
 // directory is removed afterwards.
-func (b *Builder) BuildFromTar(ctx context.Context, req pandastack.CustomBuild, r io.Reader, log io.Writer) (pandastack.TemplateBuild, pandastack.Template, error) {
+func (b *Builder) BuildFromTar(ctx context.Context, req pandastack.CustomBuild, r io.Reader, log io.Writer) (pandastack.Template, error) {
 	base := filepath.Join(b.cfg.DataDir, "contexts")
 	if err := os.MkdirAll(base, 0o700); err != nil {
-		return pandastack.TemplateBuild{}, pandastack.Template{}, err
+		return pandastack.Template{}, err
 	}
 	dir, err := os.MkdirTemp(base, "ctx-")
 	if err != nil {
-		return pandastack.TemplateBuild{}, pandastack.Template{}, err
+		return pandastack.Template{}, err
 	}
 	defer os.RemoveAll(dir)
 	if req.Spec, err = ExtractContext(r, dir); err != nil {
-		return pandastack.TemplateBuild{}, pandastack.Template{}, err
+		return pandastack.Template{}, err
 	}
 	req.Context = dir
 	return b.BuildCustom(ctx, req, log)

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -32,20 +33,21 @@ type Config struct {
 	// it).
 	TemplateDir string
 	Driver      vmm.Driver
-	Store       pandastack.Store
 	AgentPath   string // the pandastack-guest binary (static)
 	Logger      *slog.Logger
 }
 
-// Builder builds templates. It implements pandastack.TemplateBuilder.
+// Builder builds templates: the host half of templates (the registry, in
+// the store, numbers and names them; see refs.go). It implements
+// pandastack.TemplateBuilder.
 type Builder struct {
 	cfg   Config
 	log   *slog.Logger
+	refs  Refs
 	mu    sync.Mutex
 	locks map[string]*sync.Mutex
 	// diskSizes caches the virtual size of template disks, by path.
 	diskSizes map[string]int
-	running   map[string]bool // build runs in progress, by id
 }
 
 var _ pandastack.TemplateBuilder = (*Builder)(nil)
@@ -167,7 +169,8 @@ func (b *Builder) dir(name, id string) string {
 	return filepath.Join(b.cfg.TemplateDir, name, id)
 }
 
-// Build makes (or finds) the baked template name, and records it in the store.
+// Build makes (or finds) the baked catalog template name; the registry
+// records it as a version.
 func (b *Builder) Build(ctx context.Context, name string, progress io.Writer) (pandastack.Template, error) {
 	def, ok := Catalog[name]
 	if !ok {
@@ -235,13 +238,7 @@ func (b *Builder) Build(ctx context.Context, name string, progress io.Writer) (p
 	} else {
 		fmt.Fprintf(progress, "cached: %s\n", dir)
 	}
-	step(5, "register")
-	if err := b.cfg.Store.PutTemplate(ctx, rec.Template); err != nil {
-		return pandastack.Template{}, fmt.Errorf("record template: %w", err)
-	}
-	if rec.Template.Version, err = b.recordVersion(rec.Template, "", ""); err != nil {
-		return pandastack.Template{}, err
-	}
+	step(5, "ready")
 	fmt.Fprintf(progress, "template %s ready (%s, cold boot %.0f ms, %s)\n", name, id, rec.ColdBoot, time.Since(t0).Round(time.Millisecond))
 	return rec.Template, nil
 }
@@ -401,11 +398,11 @@ func tail(path string) string {
 
 // ColdBootMs returns the recorded cold boot time of a template.
 func (b *Builder) ColdBootMs(ctx context.Context, name string) (float64, error) {
-	t, err := b.cfg.Store.GetTemplate(ctx, name)
+	name, id, _, err := b.resolve(ctx, name)
 	if err != nil {
 		return 0, err
 	}
-	rec, err := readRecord(b.dir(name, t.ID))
+	rec, err := readRecord(b.dir(name, id))
 	return rec.ColdBoot, err
 }
 
@@ -430,4 +427,25 @@ func waitAgent(ctx context.Context, v vmm.VM) (*guestconn.Client, error) {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// runOut runs a command and returns its standard output.
+func runOut(ctx context.Context, name string, args ...string) ([]byte, error) {
+	out, err := exec.CommandContext(ctx, name, args...).Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return out, fmt.Errorf("%s: %v: %s", name, err, strings.TrimSpace(string(ee.Stderr)))
+		}
+		return out, fmt.Errorf("%s: %w", name, err)
+	}
+	return out, nil
+}
+
+// imageFormat is a disk image's format, by its extension.
+func imageFormat(path string) string {
+	if strings.HasSuffix(path, ".qcow2") {
+		return "qcow2"
+	}
+	return "raw"
 }

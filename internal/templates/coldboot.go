@@ -15,11 +15,11 @@ import (
 // and returns how long it took until the guest agent answered: the baseline
 // a create is measured against. Nothing is kept.
 func (b *Builder) ColdBoot(ctx context.Context, name string) (time.Duration, error) {
-	t, err := b.cfg.Store.GetTemplate(ctx, name)
+	name, id, _, err := b.resolve(ctx, name)
 	if err != nil {
 		return 0, err
 	}
-	rec, err := readRecord(b.dir(name, t.ID))
+	rec, err := readRecord(b.dir(name, id))
 	if err != nil {
 		return 0, fmt.Errorf("read template %s: %w", name, err)
 	}

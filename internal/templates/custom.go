@@ -61,20 +61,22 @@ type stepState struct {
 	user    string
 }
 
-// BuildCustom builds template req.Name from a spec file and a build context
-// directory, streaming progress to log. Its build run (status, steps, log)
-// is kept; see Builds and BuildLog.
-func (b *Builder) BuildCustom(ctx context.Context, req pandastack.CustomBuild, log io.Writer) (pandastack.TemplateBuild, pandastack.Template, error) {
-	if _, ok := Catalog[req.Name]; ok {
-		return pandastack.TemplateBuild{}, pandastack.Template{}, pandastack.Errorf(pandastack.EConflict, "%q is a catalog template; choose another name for a custom one", req.Name)
+// BuildCustom builds template req.Name of team req.TeamID from a spec file
+// and a build context directory, streaming progress to log; req.Run, when
+// set, records the run (started once the spec and the context are found
+// valid) and its steps. The build it returns is not yet a version: the
+// registry numbers versions.
+func (b *Builder) BuildCustom(ctx context.Context, req pandastack.CustomBuild, log io.Writer) (pandastack.Template, error) {
+	if _, ok := Catalog[req.Name]; ok && req.TeamID == "" {
+		return pandastack.Template{}, pandastack.Errorf(pandastack.EConflict, "%q is a catalog template; choose another name for a custom one", req.Name)
 	}
 	sp, err := spec.Parse(bytes.NewReader(req.Spec))
 	if err != nil {
 		var pe *spec.Error
 		if errors.As(err, &pe) {
-			return pandastack.TemplateBuild{}, pandastack.Template{}, pandastack.Errorf(pandastack.EInvalid, "spec %s", pe.Error())
+			return pandastack.Template{}, pandastack.Errorf(pandastack.EInvalid, "spec %s", pe.Error())
 		}
-		return pandastack.TemplateBuild{}, pandastack.Template{}, err
+		return pandastack.Template{}, err
 	}
 	if req.CPUs != 0 {
 		sp.CPUs = req.CPUs
@@ -86,16 +88,24 @@ func (b *Builder) BuildCustom(ctx context.Context, req pandastack.CustomBuild, l
 		sp.DiskGiB = req.DiskGiB
 	}
 	if err := CheckSize(sp.CPUs, sp.MemoryMiB, sp.DiskGiB); err != nil {
-		return pandastack.TemplateBuild{}, pandastack.Template{}, err
+		return pandastack.Template{}, err
 	}
 	root, err := os.OpenRoot(req.Context)
 	if err != nil {
-		return pandastack.TemplateBuild{}, pandastack.Template{}, fmt.Errorf("open build context: %w", err)
+		return pandastack.Template{}, fmt.Errorf("open build context: %w", err)
 	}
 	defer root.Close()
-	parentSnap, parent, err := b.Snapshot(ctx, sp.From)
+	from := sp.From
+	if req.ResolveFrom != nil {
+		// The team's own templates, then the public catalog: never
+		// another team's.
+		if from, err = req.ResolveFrom(ctx, sp.From); err != nil {
+			return pandastack.Template{}, pandastack.Errorf(pandastack.ErrorCode(err), "spec line 1: FROM %s: %s", sp.From, errText(err))
+		}
+	}
+	parentSnap, parent, err := b.Snapshot(ctx, from)
 	if err != nil {
-		return pandastack.TemplateBuild{}, pandastack.Template{}, pandastack.Errorf(pandastack.ErrorCode(err), "spec line 1: FROM %s: %v", sp.From, err)
+		return pandastack.Template{}, pandastack.Errorf(pandastack.ErrorCode(err), "spec line 1: FROM %s: %v", sp.From, err)
 	}
 	// Validate every COPY before any VM starts: an escape is refused up front.
 	copyKeys := map[int]string{}
@@ -103,47 +113,37 @@ func (b *Builder) BuildCustom(ctx context.Context, req pandastack.CustomBuild, l
 		if in.Op == spec.Copy {
 			h, err := copyHash(root, in.Src)
 			if err != nil {
-				return pandastack.TemplateBuild{}, pandastack.Template{}, pandastack.Errorf(pandastack.EInvalid, "spec line %d: %s", in.Line, errText(err))
+				return pandastack.Template{}, pandastack.Errorf(pandastack.EInvalid, "spec line %d: %s", in.Line, errText(err))
 			}
 			copyKeys[in.Line] = h
 		}
 	}
-	defer b.lock(req.Name)()
-	run, err := b.startRun(req.Name)
-	if err != nil {
-		return pandastack.TemplateBuild{}, pandastack.Template{}, err
+	defer b.lock(req.TeamID + "/" + req.Name)()
+	out, step := log, func(pandastack.BuildStep) {}
+	if req.Run != nil {
+		runLog, err := req.Run.Start(ctx)
+		if err != nil {
+			return pandastack.Template{}, err
+		}
+		out, step = io.MultiWriter(log, runLog), req.Run.Step
 	}
-	b.mu.Lock()
-	if b.running == nil {
-		b.running = map[string]bool{}
-	}
-	b.running[run.rec.ID] = true
-	b.mu.Unlock()
-	defer func() {
-		b.mu.Lock()
-		delete(b.running, run.rec.ID)
-		b.mu.Unlock()
-	}()
-	out := io.MultiWriter(log, run.log)
-	fmt.Fprintf(out, "build %s of template %s FROM %s (build %s)\n", run.rec.ID, req.Name, sp.From, parent.ID)
-	t, err := b.buildCustom(ctx, req, sp, root, parentSnap, parent, copyKeys, run, out)
-	if err != nil {
-		fmt.Fprintf(out, "build failed: %v\n", errText(err))
-	}
-	run.finish(t, err)
-	return run.rec, t, err
+	fmt.Fprintf(out, "template %s FROM %s (build %s)\n", req.Name, sp.From, parent.ID)
+	return b.buildCustom(ctx, req, sp, root, parentSnap, parent, copyKeys, step, out)
 }
 
 func (b *Builder) buildCustom(ctx context.Context, req pandastack.CustomBuild, sp *spec.Spec, root *os.Root, parentSnap vmm.Snapshot,
-	parent pandastack.Template, copyKeys map[int]string, run *buildRun, out io.Writer) (pandastack.Template, error) {
+	parent pandastack.Template, copyKeys map[int]string, step func(pandastack.BuildStep), out io.Writer) (pandastack.Template, error) {
 	t0 := time.Now()
+	// Each team's builds have keys of their own: a step or a bake is never
+	// shared across teams (a RUN may make secrets).
 	st := stepState{key: hashOf("custom-base", parent.Name, parent.ID), disk: parentSnap.Disk, env: map[string]string{}}
-	if pm, err := readMeta(b.dir(parent.Name, parent.ID)); err == nil {
-		for k, v := range pm.Env {
-			st.env[k] = v
-		}
-		st.workdir, st.user = pm.Workdir, pm.User
+	if req.TeamID != "" {
+		st.key = hashOf("custom-base", "team", req.TeamID, parent.Name, parent.ID)
 	}
+	for k, v := range parent.Defaults.Env {
+		st.env[k] = v
+	}
+	st.workdir, st.user = parent.Defaults.Workdir, parent.Defaults.User
 	m := parentSnap.Machine
 	if sp.CPUs != 0 {
 		m.CPUs = sp.CPUs
@@ -152,6 +152,7 @@ func (b *Builder) buildCustom(ctx context.Context, req pandastack.CustomBuild, s
 		m.MemoryMiB = sp.MemoryMiB
 	}
 	total := len(sp.Steps) + 1
+	var steps []pandastack.BuildStep
 	for i, in := range sp.Steps {
 		ts := time.Now()
 		st.key = hashOf("step", st.key, in.Text(), copyKeys[in.Line])
@@ -196,7 +197,8 @@ func (b *Builder) buildCustom(ctx context.Context, req pandastack.CustomBuild, s
 			fmt.Fprintf(out, "[%d/%d] line %d: done in %s\n", i+1, total, in.Line, time.Since(ts).Round(time.Millisecond))
 		}
 		bs.DurationMs = float64(time.Since(ts).Microseconds()) / 1000
-		run.step(bs)
+		step(bs)
+		steps = append(steps, bs)
 	}
 	md := meta{Parent: parent.Name + "@" + parent.ID, Env: st.env, Workdir: st.workdir, User: st.user}
 	if sp.Start != nil {
@@ -225,22 +227,17 @@ func (b *Builder) buildCustom(ctx context.Context, req pandastack.CustomBuild, s
 		fmt.Fprintf(out, "[%d/%d] bake: CACHED\n", total, total)
 	}
 	bs.DurationMs = float64(time.Since(ts).Microseconds()) / 1000
-	run.step(bs)
+	step(bs)
 	t := rec.Template
+	t.TeamID = req.TeamID
 	t.DiskMiB = b.diskMiB(ctx, rec.Disk)
+	t.Defaults = pandastack.CommandDefaults{Env: md.Env, Workdir: md.Workdir, User: md.User}
 	if !rec.cached {
 		t.BuildMs = time.Since(t0).Milliseconds()
 	}
-	if err := b.cfg.Store.PutTemplate(ctx, t); err != nil {
-		return pandastack.Template{}, fmt.Errorf("record template: %w", err)
-	}
-	if t.Version, err = b.recordVersion(t, req.Tag, run.rec.ID); err != nil {
-		return pandastack.Template{}, err
-	}
-	md.Version = t.Version
-	md.Steps = run.rec.Steps
+	md.Steps = append(steps, bs)
 	_ = writeMeta(b.dir(req.Name, id), md)
-	fmt.Fprintf(out, "template %s version %d ready (%s, %s)\n", req.Name, t.Version, id, time.Since(t0).Round(time.Millisecond))
+	fmt.Fprintf(out, "built %s in %s\n", id, time.Since(t0).Round(time.Millisecond))
 	return t, nil
 }
 
@@ -362,4 +359,14 @@ func errText(err error) string {
 		return pe.Message
 	}
 	return err.Error()
+}
+
+// cleanInterrupted removes what builds cut short by a stopped server left:
+// half-made step disks and unpacked build contexts. Finished steps stay.
+func (b *Builder) cleanInterrupted() {
+	tmps, _ := filepath.Glob(filepath.Join(b.cfg.DataDir, "steps", "*.tmp"))
+	for _, d := range tmps {
+		_ = os.RemoveAll(d)
+	}
+	_ = os.RemoveAll(filepath.Join(b.cfg.DataDir, "contexts"))
 }

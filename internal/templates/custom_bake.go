@@ -148,7 +148,9 @@ func (b *Builder) SizedSnapshot(ctx context.Context, ref string, cpus, memMiB, d
 			return vmm.Snapshot{}, pandastack.Template{}, err
 		}
 	}
-	return b.Snapshot(ctx, t.Name+"@"+id)
+	vsnap, vt, err := b.Snapshot(ctx, t.Name+"@"+id)
+	vt.Version = t.Version // a variant is of its build's version
+	return vsnap, vt, err
 }
 
 // bakeVariant bakes build base of template name again on machine m.
@@ -177,12 +179,6 @@ func (b *Builder) bakeVariant(ctx context.Context, name, base, id string, m vmm.
 	def := Def{Name: name, Prepare: md.prepare}
 	if c, ok := Catalog[name]; ok {
 		def.Warm, def.DiskMiB = c.Warm, c.DiskMiB
-	}
-	vs, _ := b.readVersions(name)
-	for _, v := range vs {
-		if v.ID == base {
-			md.Version = v.Version
-		}
 	}
 	md.BaseID, md.Steps = base, nil
 	b.log.Info("baking size variant", "template", name, "build", base, "cpus", m.CPUs, "memory_mib", m.MemoryMiB)

@@ -12,6 +12,9 @@ import (
 
 // Template is a baked guest image sandboxes are created from.
 type Template struct {
+	// TeamID is the team that owns it; "" for the public catalog every
+	// team sees.
+	TeamID    string    `json:"team_id,omitempty"`
 	Name      string    `json:"name"`
 	ID        string    `json:"id"`
 	CPUs      int       `json:"cpus"`

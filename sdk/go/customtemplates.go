@@ -41,6 +41,7 @@ type BuildStep struct {
 // TemplateBuild is one run of a custom template build.
 type TemplateBuild struct {
 	ID         string      `json:"id"`
+	TeamID     string      `json:"team_id,omitempty"` // "" for the public catalog
 	Name       string      `json:"name"`
 	Status     string      `json:"status"` // running, succeeded, failed
 	Version    int         `json:"version,omitempty"`
@@ -62,12 +63,16 @@ type CustomBuildParams struct {
 	MemoryMiB  int    // optional: overrides the spec's MEMORY
 	DiskGiB    int    // optional: overrides the spec's DISK
 	OnLine     func(line string)
+	// Team, with an admin key, builds the template for that team (by
+	// name) instead of the public catalog.
+	Team string
 }
 
 // BuildCustomTemplate uploads a spec and its build context and builds the
 // template on the server, calling OnLine with each log line. On failure the
 // returned *TemplateBuild (when the build started) says which step failed.
-// It needs an admin key.
+// Any key builds for its own team (the name is the team's; public names
+// are reserved); an admin key builds for the public catalog, or for Team.
 func (c *Client) BuildCustomTemplate(ctx context.Context, p CustomBuildParams) (Template, *TemplateBuild, error) {
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(writeContext(pw, p.Spec, p.ContextDir)) }()
@@ -84,6 +89,9 @@ func (c *Client) BuildCustomTemplate(ctx context.Context, p CustomBuildParams) (
 	}
 	if p.DiskGiB != 0 {
 		q.Set("disk_gib", strconv.Itoa(p.DiskGiB))
+	}
+	if p.Team != "" {
+		q.Set("team", p.Team)
 	}
 	resp, err := c.send(ctx, request{method: "POST", path: "/v1/templates/" + url.PathEscape(p.Name) + "/build", query: q,
 		body: io.Reader(pr), contentType: "application/x-tar", accept: ndjsonType})
@@ -196,7 +204,8 @@ func (c *Client) TemplateVersions(ctx context.Context, name string) ([]TemplateV
 	return out.Versions, err
 }
 
-// TemplateBuilds lists a template's custom build runs, newest first (admin).
+// TemplateBuilds lists a template's custom build runs, newest first: the
+// caller's team's, else the public template's.
 func (c *Client) TemplateBuilds(ctx context.Context, name string) ([]TemplateBuild, error) {
 	var out struct {
 		Builds []TemplateBuild `json:"builds"`
@@ -205,7 +214,8 @@ func (c *Client) TemplateBuilds(ctx context.Context, name string) ([]TemplateBui
 	return out.Builds, err
 }
 
-// TemplateBuildLog returns the kept log of a build run (admin).
+// TemplateBuildLog returns the kept log of a build run of the caller's
+// team or of a public template.
 func (c *Client) TemplateBuildLog(ctx context.Context, name, buildID string) (string, error) {
 	resp, err := c.send(ctx, request{method: "GET", path: "/v1/templates/" + url.PathEscape(name) + "/builds/" + url.PathEscape(buildID) + "/logs", accept: "text/plain"})
 	if err != nil {

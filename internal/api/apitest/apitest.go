@@ -18,16 +18,18 @@ import (
 
 	"github.com/pandastack/pandastack"
 	"github.com/pandastack/pandastack/internal/api"
+	"github.com/pandastack/pandastack/internal/templates/registry"
 )
 
 // Env is a running API server backed by the fakes, with keys for three
 // teams: "admin" (an admin key), "acme" and "globex".
 type Env struct {
-	Store   *Store
-	Engine  *Engine
-	Builder *Builder
-	Server  *httptest.Server
-	URL     string // Server.URL
+	Store     *Store
+	Engine    *Engine
+	Builder   *Builder
+	Templates *registry.Registry // the real registry, over Store and Builder
+	Server    *httptest.Server
+	URL       string // Server.URL
 
 	AdminKey string // admin key of team "admin"
 	Key      string // key of team "acme"
@@ -38,17 +40,21 @@ type Env struct {
 }
 
 // Start runs a fake-backed server for the duration of the test. The store
-// holds template "base". configure, if given, may adjust the Config.
+// holds template "base" (public). configure, if given, may adjust the
+// Config.
 func Start(t testing.TB, configure ...func(*api.Config)) *Env {
 	t.Helper()
 	ctx := context.Background()
 	e := &Env{Store: NewStore(), Logs: &SyncBuffer{}}
 	e.Engine = NewEngine(e.Store)
-	e.Builder = NewBuilder(e.Store)
-	if err := e.Store.PutTemplate(ctx, pandastack.Template{
+	e.Builder = NewBuilder()
+	e.Templates = registry.New(registry.Config{Store: e.Store, Builder: e.Builder, LogDir: t.TempDir(),
+		Catalog: []string{"base", "code-interpreter"}})
+	t.Cleanup(func() { e.Store.Close() })
+	if _, err := e.Store.AddTemplateVersion(ctx, pandastack.Template{
 		Name: "base", ID: "tpl_base", CPUs: 1, MemoryMiB: 512, DiskMiB: 2048,
 		Accel: pandastack.AccelTCG, BuiltAt: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC), BuildMs: 1234,
-	}); err != nil {
+	}, "", ""); err != nil {
 		t.Fatal(err)
 	}
 	var err error
@@ -65,10 +71,11 @@ func Start(t testing.TB, configure ...func(*api.Config)) *Env {
 		t.Fatal(err)
 	}
 	cfg := api.Config{
-		Store:   e.Store,
-		Engine:  e.Engine,
-		Builder: e.Builder,
-		Logger:  slog.New(slog.NewTextHandler(e.Logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Store:     e.Store,
+		Engine:    registry.Engine{Engine: e.Engine, Registry: e.Templates}, // creates resolve templates per team
+		Builder:   e.Builder,
+		Templates: e.Templates,
+		Logger:    slog.New(slog.NewTextHandler(e.Logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 	for _, f := range configure {
 		f(&cfg)

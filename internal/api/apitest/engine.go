@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"maps"
+	"strings"
 	"sync"
 	"time"
 
@@ -60,9 +61,21 @@ func (e *Engine) Create(ctx context.Context, req pandastack.CreateRequest) (pand
 		}
 		name = sn.Template
 	}
-	t, err := e.Store.GetTemplate(ctx, name)
+	// The API resolved a team's reference to "name@ID"; the fake finds
+	// that build like a host would, by name and build alone.
+	name, id, _ := strings.Cut(name, "@")
+	t, err := e.Store.GetTemplate(ctx, req.TeamID, name)
+	if err != nil {
+		t, err = e.Store.GetTemplate(ctx, "", name)
+	}
 	if err != nil {
 		return pandastack.Sandbox{}, pandastack.Errorf(pandastack.ENotFound, "template %q not found", name)
+	}
+	if id != "" {
+		t.ID = id
+	}
+	if req.TemplateVersion > 0 {
+		t.Version = req.TemplateVersion
 	}
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	sb := pandastack.Sandbox{
@@ -77,9 +90,11 @@ func (e *Engine) Create(ctx context.Context, req pandastack.CreateRequest) (pand
 		Env:        maps.Clone(req.Env),
 		CPUs:       t.CPUs,
 		MemoryMiB:  t.MemoryMiB,
-		CreatedAt:  now,
-		ExpiresAt:  req.Lifetime.Expiry(now, req.TTL),
-		Lifetime:   req.Lifetime,
+
+		TemplateVersion: t.Version,
+		CreatedAt:       now,
+		ExpiresAt:       req.Lifetime.Expiry(now, req.TTL),
+		Lifetime:        req.Lifetime,
 
 		AutoHibernateSeconds: int(req.AutoHibernate / time.Second),
 	}

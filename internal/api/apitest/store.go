@@ -9,16 +9,20 @@ import (
 	"time"
 
 	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/store/sqlite"
 )
 
 // Store is an in-memory FAKE pandastack.Store for tests. It keeps
-// everything in maps behind one mutex and returns copies.
+// everything in maps behind one mutex and returns copies, except the
+// template registry, which is the real SQLite store in memory.
 type Store struct {
+	pandastack.TemplateStore
+	real *sqlite.Store
+
 	mu        sync.Mutex
 	teams     map[string]pandastack.Team       // by id
 	keys      map[string]pandastack.APIKey     // by hash
 	sandboxes map[string]pandastack.Sandbox    // by id
-	templates map[string]pandastack.Template   // by name
 	order     map[string]int                   // sandbox id -> insertion order
 	snaps     map[string]pandastack.Snapshot   // by id
 	vols      map[string]pandastack.Volume     // by id
@@ -29,12 +33,17 @@ var _ pandastack.Store = (*Store)(nil)
 
 // NewStore returns an empty fake store.
 func NewStore() *Store {
+	real, err := sqlite.Open(context.Background(), ":memory:")
+	if err != nil {
+		panic("apitest: open an in-memory SQLite store: " + err.Error())
+	}
 	return &Store{
-		teams:     map[string]pandastack.Team{},
-		keys:      map[string]pandastack.APIKey{},
-		sandboxes: map[string]pandastack.Sandbox{},
-		templates: map[string]pandastack.Template{},
-		order:     map[string]int{},
+		TemplateStore: real,
+		real:          real,
+		teams:         map[string]pandastack.Team{},
+		keys:          map[string]pandastack.APIKey{},
+		sandboxes:     map[string]pandastack.Sandbox{},
+		order:         map[string]int{},
 	}
 }
 
@@ -192,32 +201,7 @@ func (s *Store) CountLiveSandboxes(_ context.Context, teamID string) (int, error
 	return n, nil
 }
 
-func (s *Store) PutTemplate(_ context.Context, t pandastack.Template) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.templates[t.Name] = t
-	return nil
-}
-
-func (s *Store) GetTemplate(_ context.Context, name string) (pandastack.Template, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t, ok := s.templates[name]
-	if !ok {
-		return t, notFound("template %s not found", name)
-	}
-	return t, nil
-}
-
-func (s *Store) ListTemplates(context.Context) ([]pandastack.Template, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := slices.Collect(maps.Values(s.templates))
-	slices.SortFunc(out, func(a, b pandastack.Template) int { return strings.Compare(a.Name, b.Name) })
-	return out, nil
-}
-
-func (s *Store) Close() error { return nil }
+func (s *Store) Close() error { return s.real.Close() }
 
 func (s *Store) snapshots() map[string]pandastack.Snapshot {
 	if s.snaps == nil {

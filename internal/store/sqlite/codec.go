@@ -107,3 +107,27 @@ func requireKey(kind, field, v string) error {
 type rowScanner interface {
 	Scan(dest ...any) error
 }
+
+// encodeDefaults stores a sandbox's command defaults as JSON; nil (not
+// captured) is ”.
+func encodeDefaults(d *pandastack.CommandDefaults) (string, error) {
+	if d == nil {
+		return "", nil
+	}
+	b, err := json.Marshal(d)
+	if err != nil {
+		return "", fmt.Errorf("encode defaults: %w", err)
+	}
+	return string(b), nil
+}
+
+func decodeDefaults(field, s string) (*pandastack.CommandDefaults, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var d pandastack.CommandDefaults
+	if err := json.Unmarshal([]byte(s), &d); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", field, err)
+	}
+	return &d, nil
+}

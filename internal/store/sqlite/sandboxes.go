@@ -12,7 +12,8 @@ import (
 )
 
 const sandboxColumns = `id, team_id, template, template_id, state, host, accel, metadata, env,
-	cpus, memory_mib, created_at, expires_at, ended_at, end_reason, auto_hibernate_seconds, lifetime`
+	cpus, memory_mib, created_at, expires_at, ended_at, end_reason, auto_hibernate_seconds, lifetime,
+	template_version, disk_mib, defaults`
 
 // PutSandbox inserts the sandbox or replaces every field of the one with the
 // same id.
@@ -26,7 +27,7 @@ func (s *Store) PutSandbox(ctx context.Context, sb pandastack.Sandbox) error {
 	}
 	_, err = s.w.ExecContext(ctx,
 		`INSERT INTO sandboxes (`+sandboxColumns+`)
-		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		 ON CONFLICT (id) DO UPDATE SET
 			team_id = excluded.team_id, template = excluded.template,
 			template_id = excluded.template_id, state = excluded.state,
@@ -36,7 +37,9 @@ func (s *Store) PutSandbox(ctx context.Context, sb pandastack.Sandbox) error {
 			created_at = excluded.created_at, expires_at = excluded.expires_at,
 			ended_at = excluded.ended_at, end_reason = excluded.end_reason,
 			auto_hibernate_seconds = excluded.auto_hibernate_seconds,
-			lifetime = excluded.lifetime`,
+			lifetime = excluded.lifetime,
+			template_version = excluded.template_version, disk_mib = excluded.disk_mib,
+			defaults = excluded.defaults`,
 		args...)
 	if err != nil {
 		return fmt.Errorf("put sandbox %s: %w", sb.ID, err)
@@ -65,9 +68,13 @@ func sandboxArgs(sb pandastack.Sandbox) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
+	defaults, err := encodeDefaults(sb.Defaults)
+	if err != nil {
+		return nil, err
+	}
 	return []any{sb.ID, sb.TeamID, sb.Template, sb.TemplateID, string(sb.State), sb.Host,
 		string(sb.Accel), meta, env, sb.CPUs, sb.MemoryMiB, created, expires, ended, sb.EndReason, sb.AutoHibernateSeconds,
-		string(sb.Lifetime)}, nil
+		string(sb.Lifetime), sb.TemplateVersion, sb.DiskMiB, defaults}, nil
 }
 
 // GetSandbox returns the sandbox with the given id.
@@ -157,11 +164,15 @@ func (s *Store) CountLiveSandboxes(ctx context.Context, teamID string) (int, err
 
 func scanSandbox(row rowScanner) (pandastack.Sandbox, error) {
 	var sb pandastack.Sandbox
-	var meta, env, created, expires string
+	var meta, env, created, expires, defaults string
 	var ended sql.NullString
 	err := row.Scan(&sb.ID, &sb.TeamID, &sb.Template, &sb.TemplateID, &sb.State, &sb.Host,
-		&sb.Accel, &meta, &env, &sb.CPUs, &sb.MemoryMiB, &created, &expires, &ended, &sb.EndReason, &sb.AutoHibernateSeconds, &sb.Lifetime)
+		&sb.Accel, &meta, &env, &sb.CPUs, &sb.MemoryMiB, &created, &expires, &ended, &sb.EndReason, &sb.AutoHibernateSeconds, &sb.Lifetime,
+		&sb.TemplateVersion, &sb.DiskMiB, &defaults)
 	if err != nil {
+		return sb, err
+	}
+	if sb.Defaults, err = decodeDefaults("sandbox "+sb.ID+" defaults", defaults); err != nil {
 		return sb, err
 	}
 	if sb.Metadata, err = decodeMap("sandbox "+sb.ID+" metadata", meta); err != nil {

@@ -225,10 +225,10 @@ func TestMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if err := s.PutTemplate(t.Context(), pandastack.Template{Name: "python"}); err != nil {
+	if _, err := s.AddTemplateVersion(t.Context(), pandastack.Template{Name: "python", ID: "tpl_1"}, "", ""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.GetTemplate(t.Context(), "python"); err != nil {
+	if _, err := s.GetTemplate(t.Context(), "", "python"); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -33,7 +33,7 @@ func (h *harness) lifecycle(t *testing.T) {
 		mustNot(t, first.CreateTeam(t.Context(), tm), "create team")
 		mustNot(t, first.CreateAPIKey(t.Context(), key), "create api key")
 		putAll(t, first, live, ended)
-		mustNot(t, first.PutTemplate(t.Context(), tpl), "put template")
+		tpl = addVersion(t, first, tpl, "bld_1", "prod")
 		closed = true
 		mustNot(t, first.Close(), "close store")
 
@@ -49,7 +49,7 @@ func (h *harness) lifecycle(t *testing.T) {
 			checkSandbox(t, got[0], live)
 			checkSandbox(t, got[1], ended)
 		}
-		gotTpl, err := s.GetTemplate(t.Context(), tpl.Name)
+		gotTpl, err := s.GetTemplate(t.Context(), tpl.TeamID, tpl.Name)
 		mustNot(t, err, "get template after reopen")
 		checkTemplate(t, gotTpl, tpl)
 
@@ -140,7 +140,8 @@ func (h *harness) lifecycle(t *testing.T) {
 		}
 		canceled(s.PutSandbox(ctx, sandbox("sbx_1", "team_1", 0)), "PutSandbox")
 		canceled(s.CreateTeam(ctx, team("team_2", "globex")), "CreateTeam")
-		canceled(s.PutTemplate(ctx, template("python")), "PutTemplate")
+		_, err0 := s.AddTemplateVersion(ctx, template("python"), "", "")
+		canceled(err0, "AddTemplateVersion")
 		_, err := s.GetTeam(ctx, "team_1")
 		canceled(err, "GetTeam")
 		_, err = s.GetSandbox(ctx, "sbx_1")

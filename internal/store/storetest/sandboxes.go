@@ -23,6 +23,10 @@ func sandbox(id, teamID string, n int) pandastack.Sandbox {
 		MemoryMiB:  512,
 		CreatedAt:  at(n),
 		ExpiresAt:  at(n + 3600),
+
+		TemplateVersion: 3,
+		DiskMiB:         4096,
+		Defaults:        &pandastack.CommandDefaults{Env: map[string]string{"MODE": "prod"}, Workdir: "/srv/app", User: "app"},
 	}
 }
 

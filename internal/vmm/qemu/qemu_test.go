@@ -17,7 +17,6 @@ import (
 	"github.com/pandastack/pandastack"
 	"github.com/pandastack/pandastack/internal/cowfs"
 	"github.com/pandastack/pandastack/internal/guestconn"
-	"github.com/pandastack/pandastack/internal/store/sqlite"
 	"github.com/pandastack/pandastack/internal/templates"
 	"github.com/pandastack/pandastack/internal/vmm"
 	"github.com/pandastack/pandastack/internal/vmm/qemu"
@@ -96,12 +95,7 @@ func template(t *testing.T) vmm.Snapshot {
 			setupErr = errors.New(string(out))
 			return
 		}
-		store, err := sqlite.Open(context.Background(), ":memory:")
-		if err != nil {
-			setupErr = err
-			return
-		}
-		b, err := templates.New(templates.Config{DataDir: dataDir, CacheDir: cache, TemplateDir: filepath.Join(cowDir, "templates"), Store: store, AgentPath: bin})
+		b, err := templates.New(templates.Config{DataDir: dataDir, CacheDir: cache, TemplateDir: filepath.Join(cowDir, "templates"), AgentPath: bin})
 		if err != nil {
 			setupErr = err
 			return
@@ -112,11 +106,12 @@ func template(t *testing.T) vmm.Snapshot {
 			return
 		}
 		b.UseDriver(drv)
-		if _, err := b.Build(context.Background(), "minimal", discard{}); err != nil {
+		tpl, err := b.Build(context.Background(), "minimal", discard{})
+		if err != nil {
 			setupErr = err
 			return
 		}
-		snap, _, setupErr = b.Snapshot(context.Background(), "minimal")
+		snap, _, setupErr = b.Snapshot(context.Background(), "minimal@"+tpl.ID)
 	})
 	if setupErr != nil {
 		t.Fatalf("bake minimal template: %v", setupErr)

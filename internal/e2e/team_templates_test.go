@@ -1,0 +1,107 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	sdk "github.com/pandastack/pandastack/sdk/go"
+)
+
+// Team keys build custom templates of their own: two teams both build
+// "web" and each gets its own; a third team sees neither; the sandboxes of
+// each run its team's build with the defaults (ENV, WORKDIR) the template
+// set, captured at create and kept through a hibernation.
+func TestTeamTemplates(t *testing.T) {
+	ctx := context.Background()
+	teamA, teamB, teamC := teamClient(t, "tpl-team-a"), teamClient(t, "tpl-team-b"), teamClient(t, "tpl-team-c")
+	build := func(t *testing.T, c *sdk.Client, spec string) (sdk.Template, *sdk.TemplateBuild) {
+		t.Helper()
+		bctx, cancel := context.WithTimeout(ctx, 20*time.Minute)
+		defer cancel()
+		t0 := time.Now()
+		tpl, b, err := c.BuildCustomTemplate(bctx, sdk.CustomBuildParams{Name: "web", Spec: []byte(spec)})
+		t.Logf("a team's build of web took %v", time.Since(t0).Round(time.Millisecond))
+		if err != nil {
+			t.Fatalf("build: %v", err)
+		}
+		return tpl, b
+	}
+	// Each a RUN in a VM and a bake: the smallest builds that show the
+	// team's content and the template's defaults.
+	tplA, buildA := build(t, teamA, "FROM base\nENV WHO=team-a\nWORKDIR /srv/a\nRUN echo built-by-a > /srv/a/who.txt\n")
+	tplB, _ := build(t, teamB, "FROM base\nRUN echo built-by-b > /who.txt\n")
+
+	t.Run("each team's web is its own, version 1", func(t *testing.T) {
+		if tplA.Version != 1 || tplB.Version != 1 || tplA.ID == tplB.ID || tplA.TeamID == "" || tplB.TeamID == "" || tplA.TeamID == tplB.TeamID {
+			t.Fatalf("team a's web %+v, team b's %+v", tplA, tplB)
+		}
+	})
+
+	t.Run("a sandbox runs its team's build with the template's defaults", func(t *testing.T) {
+		sa := newSandbox(t, teamA, sdk.CreateSandboxParams{Template: "web"})
+		if sa.TemplateID != tplA.ID || sa.TemplateVersion != 1 {
+			t.Fatalf("team a's sandbox is of build %s version %d, want %s version 1", sa.TemplateID, sa.TemplateVersion, tplA.ID)
+		}
+		if got := execOut(t, sa, "cat who.txt; pwd; echo $WHO"); got != "built-by-a\n/srv/a\nteam-a" {
+			t.Errorf("team a's sandbox: %q", got)
+		}
+		sb := newSandbox(t, teamB, sdk.CreateSandboxParams{Template: "web:1"})
+		if got := execOut(t, sb, "cat /who.txt; test -e /srv/a && echo leaked || echo clean"); got != "built-by-b\nclean" {
+			t.Errorf("team b's sandbox: %q", got)
+		}
+		// The defaults are on the sandbox's record: a hibernated and woken
+		// sandbox keeps them.
+		if err := sa.Hibernate(ctx); err != nil {
+			t.Fatalf("hibernate: %v", err)
+		}
+		if got := execOut(t, sa, "pwd; echo $WHO"); got != "/srv/a\nteam-a" {
+			t.Errorf("team a's sandbox after a wake: %q", got)
+		}
+	})
+
+	t.Run("another team's web answers like a missing template", func(t *testing.T) {
+		for _, tp := range mustTemplates(t, teamC) {
+			if tp.Name == "web" {
+				t.Errorf("team c lists %+v", tp)
+			}
+		}
+		want404 := func(what string, err error) {
+			t.Helper()
+			var apiErr *sdk.APIError
+			if !errors.As(err, &apiErr) || apiErr.Status != 404 {
+				t.Errorf("%s: %v, want 404", what, err)
+			}
+		}
+		_, err := teamC.CreateSandbox(ctx, sdk.CreateSandboxParams{Template: "web"})
+		want404("team c creating from web", err)
+		_, err = teamC.CreateSandbox(ctx, sdk.CreateSandboxParams{Template: "web@" + tplA.ID})
+		want404("team c naming team a's exact build", err)
+		_, err = teamC.TemplateVersions(ctx, "web")
+		want404("team c listing web's versions", err)
+		_, err = teamB.TemplateBuildLog(ctx, "web", buildA.ID)
+		want404("team b reading team a's build log", err)
+		if log, err := teamA.TemplateBuildLog(ctx, "web", buildA.ID); err != nil || !strings.Contains(log, "RUN echo built-by-a") {
+			t.Errorf("team a reading its own build log (err %v):\n%s", err, log)
+		}
+	})
+
+	t.Run("catalog names are reserved", func(t *testing.T) {
+		_, _, err := teamB.BuildCustomTemplate(ctx, sdk.CustomBuildParams{Name: "base", Spec: []byte("FROM base\nRUN true\n")})
+		var apiErr *sdk.APIError
+		if !errors.As(err, &apiErr) || apiErr.Status != 409 {
+			t.Errorf("a team building base: %v, want 409", err)
+		}
+	})
+}
+
+func mustTemplates(t *testing.T, c *sdk.Client) []sdk.Template {
+	t.Helper()
+	ts, err := c.Templates(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ts
+}
