@@ -130,6 +130,16 @@ func newTestServer(t *testing.T, prefix string, extra ...string) (*serverProc, s
 
 // removeDataDir removes a server's data dir, unmounting its VM storage.
 func removeDataDir(dir string) {
+	// A test that failed half-way may have left its server's VMs running
+	// (a server stops without ending them, to re-attach them later): end
+	// them, so no QEMU outlives the files it maps.
+	for _, pid := range qemuProcesses(dir) {
+		fmt.Fprintf(os.Stderr, "e2e: ending QEMU %d left under %s\n", pid, dir)
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	for i := 0; i < 50 && len(qemuProcesses(dir)) > 0; i++ {
+		time.Sleep(100 * time.Millisecond)
+	}
 	if err := cowfs.Unmount(filepath.Join(dir, "cow")); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 	}
