@@ -10,8 +10,13 @@ import (
 	sdk "github.com/pandastack/pandastack/sdk/go"
 )
 
+// teamWeb is the name both teams build: not "web", which the admin's custom
+// template tests put in the shared server's public catalog (public names
+// are reserved).
+const teamWeb = "team-web"
+
 // Team keys build custom templates of their own: two teams both build
-// "web" and each gets its own; a third team sees neither; the sandboxes of
+// teamWeb and each gets its own; a third team sees neither; the sandboxes of
 // each run its team's build with the defaults (ENV, WORKDIR) the template
 // set, captured at create and kept through a hibernation.
 func TestTeamTemplates(t *testing.T) {
@@ -22,7 +27,7 @@ func TestTeamTemplates(t *testing.T) {
 		bctx, cancel := context.WithTimeout(ctx, 20*time.Minute)
 		defer cancel()
 		t0 := time.Now()
-		tpl, b, err := c.BuildCustomTemplate(bctx, sdk.CustomBuildParams{Name: "web", Spec: []byte(spec)})
+		tpl, b, err := c.BuildCustomTemplate(bctx, sdk.CustomBuildParams{Name: teamWeb, Spec: []byte(spec)})
 		t.Logf("a team's build of web took %v", time.Since(t0).Round(time.Millisecond))
 		if err != nil {
 			t.Fatalf("build: %v", err)
@@ -41,14 +46,14 @@ func TestTeamTemplates(t *testing.T) {
 	})
 
 	t.Run("a sandbox runs its team's build with the template's defaults", func(t *testing.T) {
-		sa := newSandbox(t, teamA, sdk.CreateSandboxParams{Template: "web"})
+		sa := newSandbox(t, teamA, sdk.CreateSandboxParams{Template: teamWeb})
 		if sa.TemplateID != tplA.ID || sa.TemplateVersion != 1 {
 			t.Fatalf("team a's sandbox is of build %s version %d, want %s version 1", sa.TemplateID, sa.TemplateVersion, tplA.ID)
 		}
 		if got := execOut(t, sa, "cat who.txt; pwd; echo $WHO"); got != "built-by-a\n/srv/a\nteam-a" {
 			t.Errorf("team a's sandbox: %q", got)
 		}
-		sb := newSandbox(t, teamB, sdk.CreateSandboxParams{Template: "web:1"})
+		sb := newSandbox(t, teamB, sdk.CreateSandboxParams{Template: teamWeb + ":1"})
 		if got := execOut(t, sb, "cat /who.txt; test -e /srv/a && echo leaked || echo clean"); got != "built-by-b\nclean" {
 			t.Errorf("team b's sandbox: %q", got)
 		}
@@ -64,7 +69,7 @@ func TestTeamTemplates(t *testing.T) {
 
 	t.Run("another team's web answers like a missing template", func(t *testing.T) {
 		for _, tp := range mustTemplates(t, teamC) {
-			if tp.Name == "web" {
+			if tp.Name == teamWeb {
 				t.Errorf("team c lists %+v", tp)
 			}
 		}
@@ -75,15 +80,15 @@ func TestTeamTemplates(t *testing.T) {
 				t.Errorf("%s: %v, want 404", what, err)
 			}
 		}
-		_, err := teamC.CreateSandbox(ctx, sdk.CreateSandboxParams{Template: "web"})
+		_, err := teamC.CreateSandbox(ctx, sdk.CreateSandboxParams{Template: teamWeb})
 		want404("team c creating from web", err)
-		_, err = teamC.CreateSandbox(ctx, sdk.CreateSandboxParams{Template: "web@" + tplA.ID})
+		_, err = teamC.CreateSandbox(ctx, sdk.CreateSandboxParams{Template: teamWeb + "@" + tplA.ID})
 		want404("team c naming team a's exact build", err)
-		_, err = teamC.TemplateVersions(ctx, "web")
+		_, err = teamC.TemplateVersions(ctx, teamWeb)
 		want404("team c listing web's versions", err)
-		_, err = teamB.TemplateBuildLog(ctx, "web", buildA.ID)
+		_, err = teamB.TemplateBuildLog(ctx, teamWeb, buildA.ID)
 		want404("team b reading team a's build log", err)
-		if log, err := teamA.TemplateBuildLog(ctx, "web", buildA.ID); err != nil || !strings.Contains(log, "RUN echo built-by-a") {
+		if log, err := teamA.TemplateBuildLog(ctx, teamWeb, buildA.ID); err != nil || !strings.Contains(log, "RUN echo built-by-a") {
 			t.Errorf("team a reading its own build log (err %v):\n%s", err, log)
 		}
 	})
