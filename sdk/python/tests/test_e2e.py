@@ -361,7 +361,10 @@ class E2E(unittest.TestCase):
         q = admin.set_quotas(team, max_sandboxes=1)
         self.assertEqual((q["max_sandboxes"], q["overridden"]), (1, ["max_sandboxes"]))
         sbx = c.sandboxes.create(template="base", ttl_seconds=120)
-        self.addCleanup(sbx.kill)
+        killed = []
+        # Killed below, before this key's bucket is emptied and the key
+        # rotated; this is for a failure before that point.
+        self.addCleanup(lambda: killed or sbx.kill())
         with self.assertRaises(QuotaExceededError) as cm:
             c.sandboxes.create(template="base", ttl_seconds=120)
         self.assertEqual(cm.exception.status, 429)
@@ -369,6 +372,10 @@ class E2E(unittest.TestCase):
         with self.assertRaises(QuotaExceededError):  # a fork's children count too
             sbx.fork()
         self.assertEqual(c.quotas()["usage"]["sandboxes"], 1)
+        # Killed now: below, this key's bucket is emptied, then the key is
+        # rotated and revoked.
+        sbx.kill()
+        killed.append(True)
 
         admin.set_quotas(team, max_sandboxes=None, requests_per_second=0.01, burst=1)
         c.list_keys()
