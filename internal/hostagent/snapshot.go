@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/pandastack/pandastack"
-	"github.com/pandastack/pandastack/internal/vmm"
 	"github.com/pandastack/pandastack/internal/cowfs"
+	"github.com/pandastack/pandastack/internal/vmm"
 )
 
 // snapDir is where a snapshot's state and disk are kept.
