@@ -391,6 +391,8 @@ func (s *Server) Serve(ctx context.Context) error {
 	bctx, cancelBuilds := context.WithCancel(ctx)
 	defer cancelBuilds()
 	go func() { _ = s.BuildTemplates(bctx, s.cfg.Templates) }()
+	// Removed VM files go back to the host's disk, not only to the image.
+	go s.cow.KeepTrimmed(bctx, s.log)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	s.log.Info("serving", "addr", ln.Addr().String(), "data_dir", s.cfg.DataDir, "accel", s.probe.Accel)
