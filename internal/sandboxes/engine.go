@@ -122,7 +122,9 @@ func (e *Engine) Create(ctx context.Context, req pandastack.CreateRequest) (pand
 	}
 	m, err := e.cfg.Host.Create(ctx, spec)
 	if err != nil {
-		e.detach(ctx, id)
+		if len(spec.Volumes) > 0 {
+			e.detach(ctx, id)
+		}
 		return pandastack.Sandbox{}, err
 	}
 	rec := fromMachine(pandastack.Sandbox{TeamID: req.TeamID, Metadata: nonNil(req.Metadata)}, m)

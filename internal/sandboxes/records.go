@@ -60,6 +60,13 @@ func (e *Engine) apply(ctx context.Context, m hostapi.Machine) (pandastack.Sandb
 			next.ExpiresAt = rec.ExpiresAt
 		}
 	}
+	if !next.State.Live() {
+		// Free its volumes first: once its end is recorded, a user may
+		// attach them elsewhere at once.
+		if err := e.cfg.Store.DetachVolumes(ctx, m.ID); err != nil {
+			e.log.Error("detach volumes", "sandbox", m.ID, "err", err)
+		}
+	}
 	if err := e.cfg.Store.PutSandbox(ctx, next); err != nil {
 		return rec, err
 	}
@@ -67,9 +74,6 @@ func (e *Engine) apply(ctx context.Context, m hostapi.Machine) (pandastack.Sandb
 		e.seq[m.ID] = m.Seq
 	} else {
 		delete(e.seq, m.ID)
-		if err := e.cfg.Store.DetachVolumes(ctx, m.ID); err != nil {
-			e.log.Error("detach volumes", "sandbox", m.ID, "err", err)
-		}
 	}
 	return next, nil
 }
