@@ -58,7 +58,8 @@ type Config struct {
 	SpaceDirs []string
 	// Network, if set, holds sandboxes' network policies.
 	Network Network
-	// Archive, if set, keeps snapshots in object storage too (archive.go).
+	// Archive, if set, fetches exported snapshots back from object storage
+	// when their files are gone from the host (archive.go).
 	Archive SnapshotArchive
 	// StateDir keeps the host's own records of its machines (hoststate),
 	// from which a restart re-attaches them; "" keeps none (every restart
