@@ -486,7 +486,8 @@ type Guest interface {
 	DialPort(ctx context.Context, port int) (net.Conn, error)
 }
 
-// Engine runs sandboxes on a host. Implemented by the host agent.
+// Engine runs sandboxes on a host and keeps their records. Implemented by
+// internal/sandboxes.Engine over a host (internal/hostapi.Host).
 type Engine interface {
 	Accel() Accel
 	Create(ctx context.Context, req CreateRequest) (Sandbox, error)

@@ -5,22 +5,22 @@ import (
 	"os"
 
 	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/hostapi"
 	"github.com/pandastack/pandastack/internal/vmm"
 )
 
-// SnapshotArchive keeps snapshots in object storage as well
-// (internal/snaparchive implements it).
+// SnapshotArchive fetches snapshots back from object storage
+// (internal/snaparchive implements it; the sandboxes service tells it of
+// new snapshots).
 type SnapshotArchive interface {
-	// Snapshotted is told of each new snapshot once it is durable and
-	// listed; it may export it in the background.
-	Snapshotted(sn pandastack.Snapshot)
 	// Fetch brings an exported snapshot's files back into dir.
 	Fetch(ctx context.Context, sn pandastack.Snapshot, dir string) error
 }
 
 // loadSnapshot is a snapshot's files on this host, fetched back from
 // object storage first when they are gone and the snapshot was exported.
-func (a *Agent) loadSnapshot(ctx context.Context, sn pandastack.Snapshot) (vmm.Snapshot, error) {
+func (a *Agent) loadSnapshot(ctx context.Context, ref hostapi.SnapshotRef) (vmm.Snapshot, error) {
+	sn := pandastack.Snapshot{ID: ref.ID, Template: ref.Template, TemplateID: ref.TemplateID, ObjectKey: ref.ObjectKey, Host: a.cfg.Host}
 	snap, err := vmm.LoadSaved(a.snapDir(sn.ID))
 	if err == nil {
 		for _, f := range []string{snap.MemFile, snap.StateFile, snap.Disk} {

@@ -3,26 +3,28 @@ package hostagent
 import (
 	"context"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/hostapi"
 	"github.com/pandastack/pandastack/internal/vmm"
 )
 
-// MaxForks bounds one fork request.
+// MaxForks bounds one fork request (the sandboxes service asks for at
+// most pandastack's own limit; this is the host's).
 const MaxForks = 10
 
 // forkPrefix names a fork's checkpoint directory in the snapshot dir.
 const forkPrefix = ".fork-"
 
-// Fork makes count copy-on-write children of a running sandbox: each starts
-// from the parent's exact state at the moment of the fork — memory,
-// processes, disk — and from then on is a sandbox of its own. The parent
-// keeps running. A hibernated parent is woken first.
-func (a *Agent) Fork(ctx context.Context, id string, count int) ([]pandastack.Sandbox, error) {
+// Fork makes copy-on-write children of a running machine, one per id in
+// req.ChildIDs: each starts from the parent's exact state at the moment of
+// the fork — memory, processes, disk — and from then on is a machine of its
+// own. The parent keeps running. A hibernated parent is woken first.
+func (a *Agent) Fork(ctx context.Context, req hostapi.ForkRequest) ([]hostapi.Machine, error) {
+	id, count := req.ParentID, len(req.ChildIDs)
 	if count < 1 || count > MaxForks {
 		return nil, pandastack.Errorf(pandastack.EInvalid, "count must be between 1 and %d", MaxForks)
 	}
@@ -49,9 +51,9 @@ func (a *Agent) Fork(ctx context.Context, id string, count int) ([]pandastack.Sa
 	if err != nil {
 		return nil, fmt.Errorf("fork %s: %w", id, err)
 	}
-	var kids []pandastack.Sandbox
-	for i := 0; i < count; i++ {
-		cv, err := a.cfg.Driver.Restore(ctx, snap, vmm.RestoreOptions{ID: newSandboxID(), Network: a.policy(parent.ID)})
+	var kids []hostapi.Machine
+	for i, childID := range req.ChildIDs {
+		cv, err := a.cfg.Driver.Restore(ctx, snap, vmm.RestoreOptions{ID: childID, Network: a.policy(parent.ID)})
 		if err != nil {
 			return kids, &pandastack.Error{Code: pandastack.EUnavailable, Message: fmt.Sprintf("fork %d of %d failed", i+1, count), Err: err}
 		}
@@ -66,24 +68,14 @@ func (a *Agent) Fork(ctx context.Context, id string, count int) ([]pandastack.Sa
 			return kids, &pandastack.Error{Code: pandastack.EUnavailable, Message: "a forked sandbox did not answer", Err: err}
 		}
 		now := time.Now().UTC()
-		meta := maps.Clone(parent.Metadata)
-		if meta == nil {
-			meta = map[string]string{}
-		}
-		meta["forked_from"] = parent.ID
 		rec := parent
-		rec.ID, rec.State, rec.Metadata, rec.CreatedAt, rec.EndedAt, rec.EndReason = cv.ID(), pandastack.StateRunning, meta, now, nil, ""
+		rec.ID, rec.State, rec.CreatedAt, rec.EndedAt, rec.EndReason, rec.Seq = cv.ID(), pandastack.StateRunning, now, nil, "", 1
 		rec.ExpiresAt = parent.Lifetime.Expiry(now, parent.ExpiresAt.Sub(parent.CreatedAt))
+		rec.Volumes = nil // the children run on copies of the parent's volumes
 		ks := newSandbox(rec, cv, cc)
 		if err := a.saveState(ks); err != nil {
 			cc.Close()
 			cv.Kill(context.Background())
-			return kids, fmt.Errorf("record fork: %w", err)
-		}
-		if err := a.cfg.Store.PutSandbox(ctx, rec); err != nil {
-			cc.Close()
-			cv.Kill(context.Background())
-			a.dropState(rec.ID)
 			return kids, fmt.Errorf("record fork: %w", err)
 		}
 		a.log.Debug("fork child ready", "sandbox", id, "child", rec.ID, "restored_ms", ms(tRestored), "ready_ms", ms(time.Since(t0)))
@@ -102,13 +94,13 @@ func (a *Agent) Fork(ctx context.Context, id string, count int) ([]pandastack.Sa
 // sleeps); the sandbox runs on. It returns the sandbox's record as saved.
 // failMsg is what a user is told when the VMM cannot save it for another
 // reason than a full disk (507 insufficient_storage).
-func (a *Agent) checkpoint(ctx context.Context, id, dir, failMsg string) (pandastack.Sandbox, error) {
+func (a *Agent) checkpoint(ctx context.Context, id, dir, failMsg string) (hostapi.Machine, error) {
 	s, err := a.get(ctx, id)
 	if err != nil {
-		return pandastack.Sandbox{}, err
+		return hostapi.Machine{}, err
 	}
 	if err := a.wake(ctx, s); err != nil {
-		return pandastack.Sandbox{}, err
+		return hostapi.Machine{}, err
 	}
 	s.op.Lock()
 	defer s.op.Unlock()

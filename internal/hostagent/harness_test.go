@@ -9,14 +9,17 @@ import (
 	"time"
 
 	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/sandboxes"
 	"github.com/pandastack/pandastack/internal/store/sqlite"
 	"github.com/pandastack/pandastack/internal/vmm"
 	"github.com/pandastack/pandastack/internal/vmm/vmmtest"
 )
 
 // testHost is a host agent over the fake VMM driver (files, and the real
-// guest agent on each VM's socket), a real SQLite store and an in-memory
-// network: its logic runs under go test, without root or QEMU.
+// guest agent on each VM's socket) and an in-memory network, driven the
+// way the server drives it: through the sandboxes engine, which keeps the
+// records in a real SQLite store. Its logic runs under go test, without
+// root or QEMU.
 type testHost struct {
 	t     *testing.T
 	store *sqlite.Store
@@ -24,6 +27,7 @@ type testHost struct {
 	net   *memNetwork
 	cfg   Config
 	a     *Agent
+	e     *sandboxes.Engine
 }
 
 // testTemplate is the one template a testHost restores.
@@ -42,15 +46,15 @@ func newTestHost(t *testing.T) *testHost {
 		t.Fatal(err)
 	}
 	h := &testHost{t: t, store: st, drv: vmmtest.New(t), net: newMemNetwork()}
-	h.cfg = Config{Store: st, Driver: h.drv, Templates: fixedTemplates{snap: snap},
+	h.cfg = Config{Driver: h.drv, Templates: fixedTemplates{snap: snap},
 		HibernateDir: t.TempDir(), SnapshotDir: t.TempDir(), Network: h.net, ReadyTimeout: 20 * time.Second,
 		StateDir: filepath.Join(t.TempDir(), "machines")}
 	h.start()
 	return h
 }
 
-// start starts a new Agent on the host's driver, store and directories,
-// as a restarted server would.
+// start starts a new Agent on the host's driver and directories, and an
+// engine over it and the store, as a restarted server would.
 func (h *testHost) start() *Agent {
 	h.t.Helper()
 	h.a = New(h.cfg)
@@ -58,16 +62,32 @@ func (h *testHost) start() *Agent {
 		h.t.Fatalf("start agent: %v", err)
 	}
 	a := h.a
-	h.t.Cleanup(func() { _ = a.Close(context.Background(), false) })
+	h.e = sandboxes.NewEngine(sandboxes.EngineConfig{Store: h.store, Host: a})
+	if err := h.e.Start(context.Background()); err != nil {
+		h.t.Fatalf("start engine: %v", err)
+	}
+	e := h.e
+	h.t.Cleanup(func() {
+		_ = a.Close(context.Background(), false)
+		e.Wait()
+	})
 	return a
+}
+
+// stop stops the agent without ending its sandboxes, once the engine has
+// recorded what it reported.
+func (h *testHost) stop() {
+	h.t.Helper()
+	if err := h.a.Close(context.Background(), false); err != nil {
+		h.t.Fatalf("close agent: %v", err)
+	}
+	h.e.Wait()
 }
 
 // restart stops the agent without ending its sandboxes and starts another.
 func (h *testHost) restart() *Agent {
 	h.t.Helper()
-	if err := h.a.Close(context.Background(), false); err != nil {
-		h.t.Fatalf("close agent: %v", err)
-	}
+	h.stop()
 	return h.start()
 }
 
@@ -83,7 +103,7 @@ func (h *testHost) create(req pandastack.CreateRequest) pandastack.Sandbox {
 	if req.TTL == 0 {
 		req.TTL = time.Hour
 	}
-	rec, err := h.a.Create(context.Background(), req)
+	rec, err := h.e.Create(context.Background(), req)
 	if err != nil {
 		h.t.Fatalf("create: %v", err)
 	}
@@ -95,7 +115,7 @@ func (h *testHost) exec(id, cmd string) string {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	g, err := h.a.Guest(ctx, id)
+	g, err := h.e.Guest(ctx, id)
 	if err != nil {
 		h.t.Fatalf("guest of %s: %v", id, err)
 	}

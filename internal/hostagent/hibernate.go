@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/hostapi"
 	"github.com/pandastack/pandastack/internal/vmm"
 )
 
@@ -16,10 +17,10 @@ func (a *Agent) hibDir(id string) string { return filepath.Join(a.cfg.HibernateD
 // Hibernate saves a running sandbox whole — memory, devices, disk — and ends
 // its VM. Its TTL keeps counting while it sleeps. Hibernating a hibernated
 // sandbox does nothing.
-func (a *Agent) Hibernate(ctx context.Context, id string) (pandastack.Sandbox, error) {
+func (a *Agent) Hibernate(ctx context.Context, id string) (hostapi.Machine, error) {
 	s, err := a.get(ctx, id)
 	if err != nil {
-		return pandastack.Sandbox{}, err
+		return hostapi.Machine{}, err
 	}
 	return a.hibernate(ctx, s, false)
 }
@@ -27,7 +28,7 @@ func (a *Agent) Hibernate(ctx context.Context, id string) (pandastack.Sandbox, e
 // hibernate saves s whole and ends its VM. With onlyIfIdle (auto-hibernate)
 // it does nothing unless s is still idle once it holds s.op: a use that
 // came in since the reaper looked keeps it running.
-func (a *Agent) hibernate(ctx context.Context, s *sandbox, onlyIfIdle bool) (pandastack.Sandbox, error) {
+func (a *Agent) hibernate(ctx context.Context, s *sandbox, onlyIfIdle bool) (hostapi.Machine, error) {
 	s.op.Lock()
 	defer s.op.Unlock()
 	a.mu.Lock()
@@ -44,7 +45,7 @@ func (a *Agent) hibernate(ctx context.Context, s *sandbox, onlyIfIdle bool) (pan
 	s.mu.Unlock()
 	t0 := time.Now()
 	if err := client.Sync(ctx); err != nil {
-		return pandastack.Sandbox{}, fmt.Errorf("hibernate %s: sync guest disks: %w", id, err)
+		return hostapi.Machine{}, fmt.Errorf("hibernate %s: sync guest disks: %w", id, err)
 	}
 	s.mu.Lock()
 	s.sleeping = true // the VM's exit is expected
@@ -60,30 +61,29 @@ func (a *Agent) hibernate(ctx context.Context, s *sandbox, onlyIfIdle bool) (pan
 			s.client = c
 			s.mu.Unlock()
 		}
-		return pandastack.Sandbox{}, saveError(err, a.cfg.HibernateDir, id, "could not hibernate the sandbox; it keeps running")
+		return hostapi.Machine{}, saveError(err, a.cfg.HibernateDir, id, "could not hibernate the sandbox; it keeps running")
 	}
 	s.mu.Lock()
 	s.vm, s.client = nil, nil
 	s.rec.State = pandastack.StateHibernated
+	s.rec.Seq++
 	rec := s.rec
 	s.mu.Unlock()
 	a.keepState(s)
-	if err := a.cfg.Store.PutSandbox(context.WithoutCancel(ctx), rec); err != nil {
-		return rec, fmt.Errorf("record hibernation: %w", err)
-	}
+	a.emit(hostapi.EventHibernated, rec, onlyIfIdle)
 	a.log.Info("sandbox hibernated", "sandbox", id, "auto", onlyIfIdle, "ms", ms(time.Since(t0)))
 	return rec, nil
 }
 
 // Wake brings a hibernated sandbox back exactly as it was. Waking a running
 // sandbox does nothing.
-func (a *Agent) Wake(ctx context.Context, id string) (pandastack.Sandbox, error) {
+func (a *Agent) Wake(ctx context.Context, id string) (hostapi.Machine, error) {
 	s, err := a.get(ctx, id)
 	if err != nil {
-		return pandastack.Sandbox{}, err
+		return hostapi.Machine{}, err
 	}
 	if err := a.wake(ctx, s); err != nil {
-		return pandastack.Sandbox{}, err
+		return hostapi.Machine{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -108,11 +108,9 @@ func (a *Agent) wake(ctx context.Context, s *sandbox) error {
 	// Its durable volumes stayed attached while it slept: the VM opens
 	// them again (its volume copies were kept with its state).
 	s.mu.Lock()
-	team := s.rec.TeamID
+	vols := s.rec.Volumes
 	s.mu.Unlock()
-	if n, err := a.durableSlots(ctx, team, id, &snap); err != nil {
-		return fmt.Errorf("wake %s: find its volumes: %w", id, err)
-	} else if n > 0 {
+	if n := a.durableSlots(vols, &snap); n > 0 {
 		s.mu.Lock()
 		s.volumes = true
 		s.mu.Unlock()
@@ -130,14 +128,13 @@ func (a *Agent) wake(ctx context.Context, s *sandbox) error {
 	s.mu.Lock()
 	s.vm, s.client, s.sleeping = v, client, false
 	s.rec.State = pandastack.StateRunning
+	s.rec.Seq++
 	s.lastUsed = time.Now()
 	rec := s.rec
 	s.mu.Unlock()
 	a.keepState(s)
 	go a.watch(s)
-	if err := a.cfg.Store.PutSandbox(context.WithoutCancel(ctx), rec); err != nil {
-		return fmt.Errorf("record wake: %w", err)
-	}
+	a.emit(hostapi.EventWoken, rec, false)
 	a.log.Info("sandbox woken", "sandbox", id, "ms", ms(time.Since(t0)))
 	return nil
 }

@@ -1,16 +1,17 @@
-// Package hostagent owns the sandboxes on one host: it restores them from
-// templates through the VMM driver, holds the session with each guest agent,
-// expires them on their deadline (a service machine has none), and after a
-// restart re-attaches to the VMs that are still running and removes what is
-// left of the others, deciding from its own host-local records (hoststate).
-// In single-node mode it runs inside the server; it implements
-// pandastack.Engine.
+// Package hostagent runs the machines on one host: it restores them from
+// template builds and snapshots through the VMM driver, holds the session
+// with each guest agent, forks, hibernates, wakes and snapshots them, keeps
+// volume files, ends them on their deadline (a service machine has none),
+// hibernates idle ones, and after a restart re-attaches to the VMs that
+// are still running and removes what is left of the others, deciding from
+// its own host-local records (hoststate). It implements hostapi.Host: it
+// imports no store, mints no ids and knows no teams; the caller
+// (internal/sandboxes) passes what a machine needs and turns results and
+// events into records. In single-node mode it runs inside the server.
 package hostagent
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -24,6 +25,7 @@ import (
 	"github.com/pandastack/pandastack"
 	"github.com/pandastack/pandastack/internal/guestconn"
 	"github.com/pandastack/pandastack/internal/hostagent/hoststate"
+	"github.com/pandastack/pandastack/internal/hostapi"
 	"github.com/pandastack/pandastack/internal/vmm"
 )
 
@@ -35,7 +37,6 @@ type Snapshots interface {
 // Config configures an Agent.
 type Config struct {
 	Host      string
-	Store     pandastack.Store
 	Driver    vmm.Driver
 	Templates Snapshots
 	Logger    *slog.Logger
@@ -57,11 +58,12 @@ type Config struct {
 	SpaceDirs []string
 	// Network, if set, holds sandboxes' network policies.
 	Network Network
-	// Archive, if set, keeps snapshots in object storage too (archive.go).
+	// Archive, if set, fetches exported snapshots back from object storage
+	// when their files are gone from the host (archive.go).
 	Archive SnapshotArchive
 	// StateDir keeps the host's own records of its machines (hoststate),
-	// from which a restart re-attaches them; "" keeps none (reconcile then
-	// reads the store's records).
+	// from which a restart re-attaches them; "" keeps none (every restart
+	// is then fresh: the caller adopts what it knows).
 	StateDir string
 }
 
@@ -79,15 +81,22 @@ type Agent struct {
 	// freshState: it had none when this agent started.
 	state      *hoststate.Dir
 	freshState bool
+	// events carries what happens to machines to the caller (Events);
+	// closed by Close. inv is what Start found; unclaimed are running
+	// VMs no record claims, held until Settle.
+	events      chan hostapi.Event
+	inv         hostapi.Inventory
+	unclaimed   map[string]vmm.VM
+	closeEvents sync.Once
 }
 
-var _ pandastack.Engine = (*Agent)(nil)
+var _ hostapi.Host = (*Agent)(nil)
 
-// sandbox is a live sandbox on this host.
+// sandbox is a live machine on this host.
 type sandbox struct {
 	op       sync.Mutex // serialises hibernate and wake
 	mu       sync.Mutex
-	rec      pandastack.Sandbox
+	rec      hostapi.Machine
 	vm       vmm.VM // nil while hibernated
 	client   *guestconn.Client
 	sleeping bool // the VM is being hibernated: its exit is expected
@@ -100,7 +109,7 @@ type sandbox struct {
 }
 
 // newSandbox is a live sandbox whose idle time starts now.
-func newSandbox(rec pandastack.Sandbox, v vmm.VM, client *guestconn.Client) *sandbox {
+func newSandbox(rec hostapi.Machine, v vmm.VM, client *guestconn.Client) *sandbox {
 	return &sandbox{rec: rec, vm: v, client: client, lastUsed: time.Now()}
 }
 
@@ -115,14 +124,27 @@ func New(cfg Config) *Agent {
 	if cfg.Host == "" {
 		cfg.Host = "local"
 	}
-	return &Agent{cfg: cfg, log: cfg.Logger, sbx: map[string]*sandbox{}}
+	return &Agent{cfg: cfg, log: cfg.Logger, sbx: map[string]*sandbox{},
+		events: make(chan hostapi.Event, 1024), unclaimed: map[string]vmm.VM{}}
 }
+
+// Name is the host's name.
+func (a *Agent) Name() string { return a.cfg.Host }
 
 // Accel is the accelerator this host's VMs run under.
 func (a *Agent) Accel() pandastack.Accel { return a.cfg.Driver.Accel() }
 
-// Start reconciles with what survived an earlier run, then runs the TTL
-// reaper until Close.
+// Events delivers what happens to machines without a request; it is
+// closed by Close. Exactly one caller drains it.
+func (a *Agent) Events(ctx context.Context) <-chan hostapi.Event { return a.events }
+
+// emit reports a change to machine m.
+func (a *Agent) emit(kind hostapi.EventKind, m hostapi.Machine, idle bool) {
+	a.events <- hostapi.Event{Kind: kind, Machine: m, Idle: idle}
+}
+
+// Start reconciles with what survived an earlier run (Inventory reports
+// it; Settle finishes it), then runs the deadline reaper until Close.
 func (a *Agent) Start(ctx context.Context) error {
 	for _, d := range []string{a.cfg.HibernateDir, a.cfg.SnapshotDir, a.cfg.VolumeDir} {
 		if d == "" {
@@ -163,138 +185,110 @@ func (a *Agent) Prewarm(ctx context.Context, name string) error {
 	return nil
 }
 
-// Create restores a sandbox from its template and waits for its agent.
-func (a *Agent) Create(ctx context.Context, req pandastack.CreateRequest) (pandastack.Sandbox, error) {
-	if req.Snapshot != "" {
-		if len(req.Volumes) > 0 {
-			return pandastack.Sandbox{}, pandastack.Errorf(pandastack.EInvalid,
+// Create starts machine spec.ID from its template build (or snapshot)
+// and waits for its agent.
+func (a *Agent) Create(ctx context.Context, spec hostapi.MachineSpec) (hostapi.Machine, error) {
+	if spec.ID == "" {
+		return hostapi.Machine{}, pandastack.Errorf(pandastack.EInvalid, "a machine needs an id")
+	}
+	if spec.Snapshot != nil {
+		if len(spec.Volumes) > 0 {
+			return hostapi.Machine{}, pandastack.Errorf(pandastack.EInvalid,
 				"volumes cannot be attached to a sandbox created from a snapshot: it gets copies of the snapshot's volumes")
 		}
-		return a.createFromSnapshot(ctx, req)
+		return a.createFromSnapshot(ctx, spec)
 	}
 	t0 := time.Now()
-	snap, tpl, err := a.templateSnapshot(ctx, req)
+	snap, tpl, err := a.templateSnapshot(ctx, spec)
 	if err != nil {
-		return pandastack.Sandbox{}, err
+		return hostapi.Machine{}, err
 	}
 	if a.cfg.PoolSize > 0 {
 		a.cfg.Driver.Prewarm(snap, a.cfg.PoolSize)
 	}
-	// Volumes are attached, atomically, under a reserved id before the VM
-	// starts, and handed to the sandbox's id once it is recorded; whatever
-	// fails on the way frees them.
-	var vols []pandastack.Volume
-	held := ""
-	if len(req.Volumes) > pandastack.MaxVolumeMounts || len(req.Volumes) > snap.Machine.VolumeSlots {
+	if len(spec.Volumes) > pandastack.MaxVolumeMounts || len(spec.Volumes) > snap.Machine.VolumeSlots {
 		if snap.Machine.VolumeSlots == 0 {
-			return pandastack.Sandbox{}, pandastack.Errorf(pandastack.EInvalid,
+			return hostapi.Machine{}, pandastack.Errorf(pandastack.EInvalid,
 				"template %s was baked before volumes existed: rebuild it to mount volumes", tpl.Name)
 		}
-		return pandastack.Sandbox{}, pandastack.Errorf(pandastack.EInvalid, "at most %d volumes per sandbox", snap.Machine.VolumeSlots)
+		return hostapi.Machine{}, pandastack.Errorf(pandastack.EInvalid, "at most %d volumes per sandbox", snap.Machine.VolumeSlots)
 	}
-	id := newSandboxID()
-	if len(req.Volumes) > 0 {
-		held = id
-		if snap.Volumes, vols, err = a.attachVolumes(ctx, req, held); err != nil {
-			return pandastack.Sandbox{}, err
+	if len(spec.Volumes) > 0 {
+		if snap.Volumes, err = a.volumeSlots(spec.Volumes); err != nil {
+			return hostapi.Machine{}, err
 		}
-		defer func() {
-			if held != "" {
-				a.releaseVolumes(ctx, held)
-			}
-		}()
 	}
-	v, err := a.cfg.Driver.Restore(ctx, snap, vmm.RestoreOptions{ID: id, Network: startPolicy(req.Network)})
+	v, err := a.cfg.Driver.Restore(ctx, snap, vmm.RestoreOptions{ID: spec.ID, Network: startPolicy(spec.Network)})
 	if err != nil {
-		return pandastack.Sandbox{}, &pandastack.Error{Code: pandastack.EUnavailable, Message: "could not start the sandbox VM", Err: err}
+		return hostapi.Machine{}, &pandastack.Error{Code: pandastack.EUnavailable, Message: "could not start the sandbox VM", Err: err}
 	}
 	tRestored := time.Since(t0)
 	client, err := a.connect(ctx, v)
 	if err != nil {
 		v.Kill(context.Background())
-		return pandastack.Sandbox{}, &pandastack.Error{Code: pandastack.EUnavailable, Message: "the sandbox did not become ready", Err: err}
+		return hostapi.Machine{}, &pandastack.Error{Code: pandastack.EUnavailable, Message: "the sandbox did not become ready", Err: err}
 	}
 	tReady := time.Since(t0)
-	if len(vols) > 0 {
-		if err := a.mountVolumes(ctx, client, tpl, vols); err != nil {
+	if len(spec.Volumes) > 0 {
+		if err := a.mountVolumes(ctx, client, tpl, spec.Volumes); err != nil {
 			client.Close()
 			v.Kill(context.Background())
-			return pandastack.Sandbox{}, err
+			return hostapi.Machine{}, err
 		}
 	}
-	rec, err := a.record(ctx, v, client, req, tpl, snap.Machine.CPUs, snap.Machine.MemoryMiB)
+	m, err := a.record(ctx, v, client, spec, tpl, snap.Machine.CPUs, snap.Machine.MemoryMiB)
 	if err != nil {
-		return rec, err
+		return m, err
 	}
-	held = ""
-	a.log.Info("sandbox created", "sandbox", rec.ID, "template", req.Template, "team", req.TeamID,
+	a.log.Info("sandbox created", "sandbox", m.ID, "template", spec.Template,
 		"restore_ms", ms(tRestored), "ready_ms", ms(tReady), "ms", ms(time.Since(t0)), "accel", a.Accel())
-	return rec, nil
+	return m, nil
 }
 
-// newSandboxID mints a sandbox's id: the host agent names the machines it
-// starts (the VMM driver does not know the product's id scheme).
-func newSandboxID() string {
-	b := make([]byte, 10)
-	_, _ = rand.Read(b)
-	return "sbx_" + hex.EncodeToString(b)
-}
-
-// register connects to a restored VM's agent and records the sandbox.
-func (a *Agent) register(ctx context.Context, v vmm.VM, req pandastack.CreateRequest, tpl pandastack.Template, cpus, mem int) (pandastack.Sandbox, error) {
+// register connects to a restored VM's agent and records the machine.
+func (a *Agent) register(ctx context.Context, v vmm.VM, spec hostapi.MachineSpec, tpl pandastack.Template, cpus, mem int) (hostapi.Machine, error) {
 	client, err := a.connect(ctx, v)
 	if err != nil {
 		v.Kill(context.Background())
-		return pandastack.Sandbox{}, &pandastack.Error{Code: pandastack.EUnavailable, Message: "the sandbox did not become ready", Err: err}
+		return hostapi.Machine{}, &pandastack.Error{Code: pandastack.EUnavailable, Message: "the sandbox did not become ready", Err: err}
 	}
-	return a.record(ctx, v, client, req, tpl, cpus, mem)
+	return a.record(ctx, v, client, spec, tpl, cpus, mem)
 }
 
-// record stores a new live sandbox and starts watching its VM.
-func (a *Agent) record(ctx context.Context, v vmm.VM, client *guestconn.Client, req pandastack.CreateRequest, tpl pandastack.Template, cpus, mem int) (pandastack.Sandbox, error) {
+// record keeps a new live machine (on the host's records) and starts
+// watching its VM.
+func (a *Agent) record(ctx context.Context, v vmm.VM, client *guestconn.Client, spec hostapi.MachineSpec, tpl pandastack.Template, cpus, mem int) (hostapi.Machine, error) {
 	now := time.Now().UTC()
-	rec := pandastack.Sandbox{
-		ID: v.ID(), TeamID: req.TeamID, Template: tpl.Name, TemplateID: tpl.ID, State: pandastack.StateRunning,
-		Host: a.cfg.Host, Accel: a.Accel(), Metadata: nonNil(req.Metadata), Env: req.Env,
-		CPUs: cpus, MemoryMiB: mem, DiskMiB: tpl.DiskMiB, TemplateVersion: tpl.Version, CreatedAt: now, ExpiresAt: req.Lifetime.Expiry(now, req.TTL),
-		AutoHibernateSeconds: int(req.AutoHibernate / time.Second), Lifetime: req.Lifetime,
+	m := hostapi.Machine{
+		ID: v.ID(), Template: tpl.Name, TemplateID: tpl.ID, State: pandastack.StateRunning,
+		Host: a.cfg.Host, Accel: a.Accel(), Env: spec.Env,
+		CPUs: cpus, MemoryMiB: mem, DiskMiB: tpl.DiskMiB, TemplateVersion: tpl.Version, CreatedAt: now, ExpiresAt: spec.Lifetime.Expiry(now, spec.TTL),
+		AutoHibernateSeconds: spec.AutoHibernateSeconds, Lifetime: spec.Lifetime, Volumes: spec.Volumes,
 		Defaults: &tpl.Defaults, // captured once: execs do not read the template again
+		Seq:      1,
 	}
-	if req.TemplateVersion > 0 {
-		rec.TemplateVersion = req.TemplateVersion
+	if spec.TemplateVersion > 0 {
+		m.TemplateVersion = spec.TemplateVersion
 	}
-	s := newSandbox(rec, v, client)
-	s.volumes = len(req.Volumes) > 0
-	if err := a.applyNetwork(ctx, rec.ID, req.Network); err != nil {
+	s := newSandbox(m, v, client)
+	s.volumes = len(spec.Volumes) > 0
+	if err := a.applyNetwork(ctx, m.ID, spec.Network); err != nil {
 		client.Close()
 		v.Kill(context.Background())
-		a.forgetNetwork(rec.ID)
-		return pandastack.Sandbox{}, err
+		a.forgetNetwork(m.ID)
+		return hostapi.Machine{}, err
 	}
 	if err := a.saveState(s); err != nil {
 		client.Close()
 		v.Kill(context.Background())
-		a.forgetNetwork(rec.ID)
-		return pandastack.Sandbox{}, err
-	}
-	if err := a.cfg.Store.PutSandbox(ctx, rec); err != nil {
-		client.Close()
-		v.Kill(context.Background())
-		a.dropState(rec.ID)
-		return pandastack.Sandbox{}, fmt.Errorf("record sandbox: %w", err)
+		a.forgetNetwork(m.ID)
+		return hostapi.Machine{}, err
 	}
 	a.mu.Lock()
-	a.sbx[rec.ID] = s
+	a.sbx[m.ID] = s
 	a.mu.Unlock()
 	go a.watch(s)
-	return rec, nil
-}
-
-func nonNil(m map[string]string) map[string]string {
-	if m == nil {
-		return map[string]string{}
-	}
-	return m
+	return m, nil
 }
 
 // agentConner is implemented by drivers that connect the agent socket ahead
@@ -359,11 +353,11 @@ func (a *Agent) watch(s *sandbox) {
 	s.mu.Unlock()
 	if cur == s && !expected {
 		a.log.Warn("sandbox vm exited unexpectedly", "sandbox", s.rec.ID)
-		_ = a.end(context.Background(), s, pandastack.StateFailed, "the VM process exited")
+		_, _ = a.end(context.Background(), s, pandastack.StateFailed, "the VM process exited", hostapi.EventExited)
 	}
 }
 
-// get returns a live sandbox, or the reason it is not live.
+// get returns a live machine, or hostapi.Unknown.
 func (a *Agent) get(ctx context.Context, id string) (*sandbox, error) {
 	a.mu.Lock()
 	s := a.sbx[id]
@@ -371,18 +365,20 @@ func (a *Agent) get(ctx context.Context, id string) (*sandbox, error) {
 	if s != nil {
 		return s, nil
 	}
-	rec, err := a.cfg.Store.GetSandbox(ctx, id)
-	if err != nil {
-		return nil, err
+	return nil, hostapi.Unknown(id)
+}
+
+// List is the machines the host holds now.
+func (a *Agent) List(ctx context.Context) ([]hostapi.Machine, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]hostapi.Machine, 0, len(a.sbx))
+	for _, s := range a.sbx {
+		s.mu.Lock()
+		out = append(out, s.rec)
+		s.mu.Unlock()
 	}
-	if !rec.State.Live() {
-		when := ""
-		if rec.EndedAt != nil {
-			when = " at " + rec.EndedAt.Format(time.RFC3339)
-		}
-		return nil, pandastack.Errorf(pandastack.EGone, "sandbox %s is %s%s", id, rec.State, when)
-	}
-	return nil, pandastack.Errorf(pandastack.EUnavailable, "sandbox %s is not running on this host", id)
+	return out, nil
 }
 
 // Guest returns the sandbox's guest agent session; exec merges the env the
@@ -429,24 +425,36 @@ func (g *guest) Exec(ctx context.Context, req pandastack.ExecRequest, stdin io.R
 	return g.Client.Exec(ctx, req, stdin, fn)
 }
 
-// Kill ends a sandbox. Killing one that already ended is not an error.
-func (a *Agent) Kill(ctx context.Context, id string, reason pandastack.SandboxState) error {
-	s, err := a.get(ctx, id)
+// Kill ends a machine and returns it as it ended. An unclaimed VM (see
+// Inventory) is killed too.
+func (a *Agent) Kill(ctx context.Context, req hostapi.KillRequest) (hostapi.Machine, error) {
+	s, err := a.get(ctx, req.ID)
 	if err != nil {
-		if pandastack.ErrorCode(err) == pandastack.EGone {
-			return nil
+		a.mu.Lock()
+		v := a.unclaimed[req.ID]
+		delete(a.unclaimed, req.ID)
+		a.mu.Unlock()
+		if v != nil {
+			return hostapi.Machine{ID: req.ID, Host: a.cfg.Host, State: req.State}, v.Kill(ctx)
 		}
-		return err
+		return hostapi.Machine{}, err
 	}
-	return a.end(ctx, s, reason, "")
+	state := req.State
+	if state == "" || state.Live() {
+		state = pandastack.StateKilled
+	}
+	return a.end(ctx, s, state, req.Reason, hostapi.EventEnded)
 }
 
-// end stops the VM, removes its files and records the end.
-func (a *Agent) end(ctx context.Context, s *sandbox, state pandastack.SandboxState, why string) error {
+// end stops the VM, removes its files and the host's record of it, and
+// reports the end (an event of kind; the machine as it ended).
+func (a *Agent) end(ctx context.Context, s *sandbox, state pandastack.SandboxState, why string, kind hostapi.EventKind) (hostapi.Machine, error) {
 	a.mu.Lock()
 	if a.sbx[s.rec.ID] != s {
 		a.mu.Unlock()
-		return nil
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.rec, nil
 	}
 	delete(a.sbx, s.rec.ID)
 	a.mu.Unlock()
@@ -472,7 +480,6 @@ func (a *Agent) end(ctx context.Context, s *sandbox, state pandastack.SandboxSta
 	if err := os.RemoveAll(a.hibDir(s.rec.ID)); err != nil {
 		kerr = errors.Join(kerr, err)
 	}
-	a.releaseVolumes(ctx, s.rec.ID)
 	a.forgetNetwork(s.rec.ID)
 	a.dropState(s.rec.ID)
 	s.mu.Lock()
@@ -481,32 +488,31 @@ func (a *Agent) end(ctx context.Context, s *sandbox, state pandastack.SandboxSta
 	if why == "" {
 		s.rec.EndReason = string(state)
 	}
-	rec := s.rec
+	s.rec.Seq++
+	m := s.rec
 	s.mu.Unlock()
-	err := a.cfg.Store.PutSandbox(context.WithoutCancel(ctx), rec)
-	a.log.Info("sandbox ended", "sandbox", rec.ID, "state", state, "reason", rec.EndReason)
-	return errors.Join(kerr, err)
+	a.log.Info("sandbox ended", "sandbox", m.ID, "state", state, "reason", m.EndReason)
+	a.emit(kind, m, false)
+	return m, kerr
 }
 
-// SetTTL moves a sandbox's expiry to now+ttl.
-func (a *Agent) SetTTL(ctx context.Context, id string, ttl time.Duration) (pandastack.Sandbox, error) {
-	s, err := a.get(ctx, id)
+// SetDeadline moves a machine's deadline. A service machine has none.
+func (a *Agent) SetDeadline(ctx context.Context, req hostapi.DeadlineRequest) (hostapi.Machine, error) {
+	s, err := a.get(ctx, req.ID)
 	if err != nil {
-		return pandastack.Sandbox{}, err
+		return hostapi.Machine{}, err
 	}
 	s.mu.Lock()
-	if s.rec.Lifetime.IsService() {
+	if s.rec.Lifetime.IsService() && !req.ExpiresAt.IsZero() {
 		s.mu.Unlock()
-		return s.rec, pandastack.NoTTLError(id)
+		return s.rec, pandastack.NoTTLError(req.ID)
 	}
-	s.rec.ExpiresAt = time.Now().UTC().Add(ttl)
-	rec := s.rec
+	s.rec.ExpiresAt = req.ExpiresAt.UTC()
+	s.rec.Seq++
+	m := s.rec
 	s.mu.Unlock()
 	a.keepState(s)
-	if err := a.cfg.Store.PutSandbox(ctx, rec); err != nil {
-		return rec, fmt.Errorf("record ttl: %w", err)
-	}
-	return rec, nil
+	return m, nil
 }
 
 // reap expires sandboxes whose TTL ran out and hibernates the idle ones
@@ -533,7 +539,7 @@ func (a *Agent) reap(ctx context.Context) {
 		}
 		a.mu.Unlock()
 		for _, s := range due {
-			if err := a.end(ctx, s, pandastack.StateExpired, "ttl expired"); err != nil {
+			if _, err := a.end(ctx, s, pandastack.StateExpired, "ttl expired", hostapi.EventExpired); err != nil {
 				a.log.Error("expire sandbox", "sandbox", s.rec.ID, "err", err)
 			}
 		}
@@ -543,12 +549,13 @@ func (a *Agent) reap(ctx context.Context) {
 
 // expired reports whether rec's TTL ran out by now. A record without an
 // expiry (a service machine) never expires.
-func expired(rec pandastack.Sandbox, now time.Time) bool {
+func expired(rec hostapi.Machine, now time.Time) bool {
 	return !rec.ExpiresAt.IsZero() && now.After(rec.ExpiresAt)
 }
 
-// Close stops the reaper. With killAll, every sandbox on the host is ended
-// too; otherwise they keep running and the next Start re-attaches to them.
+// Close stops the reaper. With killAll, every machine on the host is ended
+// too (each reported as an event); otherwise they keep running and the
+// next Start re-attaches to them. It closes the event channel last.
 func (a *Agent) Close(ctx context.Context, killAll bool) error {
 	if a.stop != nil {
 		a.stop()
@@ -564,7 +571,8 @@ func (a *Agent) Close(ctx context.Context, killAll bool) error {
 	a.mu.Unlock()
 	for _, s := range all {
 		if killAll {
-			errs = append(errs, a.end(ctx, s, pandastack.StateKilled, "host shut down"))
+			_, err := a.end(ctx, s, pandastack.StateKilled, "host shut down", hostapi.EventEnded)
+			errs = append(errs, err)
 		} else {
 			// Let go of it: the next Start re-attaches, and this agent
 			// no longer watches it (its VM's end is not ours to record).
@@ -577,8 +585,15 @@ func (a *Agent) Close(ctx context.Context, killAll bool) error {
 			}
 		}
 	}
+	a.mu.Lock()
+	for id, v := range a.unclaimed { // Settle never came
+		v.Release()
+		delete(a.unclaimed, id)
+	}
+	a.mu.Unlock()
 	errs = append(errs, a.cfg.Driver.Close())
 	a.bg.Wait()
+	a.closeEvents.Do(func() { close(a.events) })
 	return errors.Join(errs...)
 }
 

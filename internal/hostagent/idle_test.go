@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/hostapi"
 	"github.com/pandastack/pandastack/internal/vmm"
 )
 
@@ -31,7 +32,7 @@ func TestIdle(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			s := &sandbox{rec: pandastack.Sandbox{State: c.state, AutoHibernateSeconds: c.after}, busy: c.busy, lastUsed: now.Add(-c.idle)}
+			s := &sandbox{rec: hostapi.Machine{State: c.state, AutoHibernateSeconds: c.after}, busy: c.busy, lastUsed: now.Add(-c.idle)}
 			if c.vm {
 				s.vm = stubVM{}
 			}
@@ -43,7 +44,7 @@ func TestIdle(t *testing.T) {
 }
 
 func TestHoldKeepsBusyUntilReleased(t *testing.T) {
-	s := &sandbox{rec: pandastack.Sandbox{State: pandastack.StateRunning, AutoHibernateSeconds: 1}, vm: stubVM{}}
+	s := &sandbox{rec: hostapi.Machine{State: pandastack.StateRunning, AutoHibernateSeconds: 1}, vm: stubVM{}}
 	release := s.hold()
 	later := time.Now().Add(time.Hour)
 	if s.idleLocked(later) {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/hostapi"
 	"github.com/pandastack/pandastack/internal/vmm"
 )
 
@@ -42,7 +43,7 @@ func TestEveryRestoreCarriesItsPolicy(t *testing.T) {
 		t.Fatalf("the sandbox's VM is not %s with its policy", sbx.ID)
 	}
 
-	kids, err := h.a.Fork(ctx, sbx.ID, 1)
+	kids, err := h.e.Fork(ctx, sbx.ID, 1)
 	if err != nil {
 		t.Fatalf("fork: %v", err)
 	}
@@ -51,17 +52,17 @@ func TestEveryRestoreCarriesItsPolicy(t *testing.T) {
 		t.Fatalf("fork child restored as %s, recorded as %s", h.drv.Restores()[1].Options.ID, kids[0].ID)
 	}
 
-	sn, err := h.a.Snapshot(ctx, sbx.ID, "s1")
+	sn, err := h.e.Snapshot(ctx, sbx.ID, "s1")
 	if err != nil {
 		t.Fatalf("snapshot: %v", err)
 	}
 	h.create(pandastack.CreateRequest{Snapshot: sn.ID, Network: deny})
 	wantDeny("snapshot restore", 2)
 
-	if _, err := h.a.Hibernate(ctx, sbx.ID); err != nil {
+	if _, err := h.e.Hibernate(ctx, sbx.ID); err != nil {
 		t.Fatalf("hibernate: %v", err)
 	}
-	if _, err := h.a.Wake(ctx, sbx.ID); err != nil {
+	if _, err := h.e.Wake(ctx, sbx.ID); err != nil {
 		t.Fatalf("wake: %v", err)
 	}
 	wantDeny("wake", 3)
@@ -84,7 +85,7 @@ func TestCreateExecKill(t *testing.T) {
 		t.Fatalf("exec: %q", got)
 	}
 	dir := h.drv.VM(sbx.ID).Dir()
-	if err := h.a.Kill(ctx, sbx.ID, pandastack.StateKilled); err != nil {
+	if err := h.e.Kill(ctx, sbx.ID, pandastack.StateKilled); err != nil {
 		t.Fatalf("kill: %v", err)
 	}
 	if rec := h.record(sbx.ID); rec.State != pandastack.StateKilled || rec.EndedAt == nil {
@@ -93,10 +94,10 @@ func TestCreateExecKill(t *testing.T) {
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("vm dir after kill: %v", err)
 	}
-	if _, err := h.a.Guest(ctx, sbx.ID); pandastack.ErrorCode(err) != pandastack.EGone {
+	if _, err := h.e.Guest(ctx, sbx.ID); pandastack.ErrorCode(err) != pandastack.EGone {
 		t.Fatalf("guest of a killed sandbox: %v, want gone", err)
 	}
-	if err := h.a.Kill(ctx, sbx.ID, pandastack.StateKilled); err != nil {
+	if err := h.e.Kill(ctx, sbx.ID, pandastack.StateKilled); err != nil {
 		t.Fatalf("second kill: %v", err)
 	}
 }
@@ -107,7 +108,7 @@ func TestHibernateAndWakeOnUse(t *testing.T) {
 	h := newTestHost(t)
 	ctx := context.Background()
 	sbx := h.create(pandastack.CreateRequest{})
-	if _, err := h.a.Hibernate(ctx, sbx.ID); err != nil {
+	if _, err := h.e.Hibernate(ctx, sbx.ID); err != nil {
 		t.Fatalf("hibernate: %v", err)
 	}
 	if rec := h.record(sbx.ID); rec.State != pandastack.StateHibernated {
@@ -140,12 +141,10 @@ func TestRestartReattachesOrReportsFailed(t *testing.T) {
 	alive := h.create(pandastack.CreateRequest{})
 	dead := h.create(pandastack.CreateRequest{})
 	asleep := h.create(pandastack.CreateRequest{})
-	if _, err := h.a.Hibernate(ctx, asleep.ID); err != nil {
+	if _, err := h.e.Hibernate(ctx, asleep.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.a.Close(ctx, false); err != nil {
-		t.Fatal(err)
-	}
+	h.stop()
 	h.drv.VM(dead.ID).Crash()
 	h.start()
 
@@ -164,20 +163,10 @@ func TestRestartReattachesOrReportsFailed(t *testing.T) {
 	}
 }
 
-// blindStore is a store whose sandbox records cannot be read.
-type blindStore struct{ pandastack.Store }
-
-func (blindStore) GetSandbox(ctx context.Context, id string) (pandastack.Sandbox, error) {
-	return pandastack.Sandbox{}, errors.New("the control plane is unreachable")
-}
-
-func (blindStore) ListSandboxes(ctx context.Context, f pandastack.SandboxFilter) ([]pandastack.Sandbox, error) {
-	return nil, errors.New("the control plane is unreachable")
-}
-
-// A restart decides from the host's own records which VMs are its
-// machines: it re-attaches them without reading a sandbox record from the
-// control plane, and still removes leftovers and reports the dead.
+// A restart decides from the host's own records alone (the agent has no
+// store) which VMs are its machines: it re-attaches them, keeps the
+// hibernated ones asleep, removes leftovers, and reports the dead with the
+// reason in its inventory.
 func TestRestartNeedsOnlyHostRecords(t *testing.T) {
 	t.Parallel()
 	h := newTestHost(t)
@@ -185,41 +174,57 @@ func TestRestartNeedsOnlyHostRecords(t *testing.T) {
 	alive := h.create(pandastack.CreateRequest{})
 	dead := h.create(pandastack.CreateRequest{Lifetime: pandastack.LifetimeService})
 	asleep := h.create(pandastack.CreateRequest{})
-	if _, err := h.a.Hibernate(ctx, asleep.ID); err != nil {
+	if _, err := h.e.Hibernate(ctx, asleep.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.a.Close(ctx, false); err != nil {
-		t.Fatal(err)
-	}
+	h.stop()
 	h.drv.VM(dead.ID).Crash()
 	leftover, err := h.drv.Restore(ctx, h.cfg.Templates.(fixedTemplates).snap, vmm.RestoreOptions{ID: "vm_leftover"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.cfg.Store = blindStore{h.store}
-	h.start()
-
-	if got := h.exec(alive.ID, "echo here"); got != "here\n" {
-		t.Fatalf("re-attached sandbox: %q", got)
+	a := New(h.cfg) // no engine, no store
+	if err := a.Start(ctx); err != nil {
+		t.Fatal(err)
 	}
-	if got := h.exec(asleep.ID, "echo woke"); got != "woke\n" {
-		t.Fatalf("hibernated sandbox: %q", got)
+	t.Cleanup(func() { _ = a.Close(context.Background(), false) })
+	inv, err := a.Inventory(ctx)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if rec := h.record(dead.ID); rec.State != pandastack.StateFailed || !strings.Contains(rec.EndReason, "restart") {
-		t.Fatalf("machine whose VM died: %s %q", rec.State, rec.EndReason)
+	states := map[string]pandastack.SandboxState{}
+	for _, m := range inv.Machines {
+		states[m.ID] = m.State
+	}
+	if states[alive.ID] != pandastack.StateRunning || states[asleep.ID] != pandastack.StateHibernated || len(states) != 2 {
+		t.Fatalf("held after the restart: %v", states)
+	}
+	if len(inv.Ended) != 1 || inv.Ended[0].ID != dead.ID || inv.Ended[0].State != pandastack.StateFailed ||
+		!strings.Contains(inv.Ended[0].EndReason, "restart") || inv.Ended[0].Lifetime != pandastack.LifetimeService {
+		t.Fatalf("ended during the restart: %+v", inv.Ended)
 	}
 	select {
 	case <-leftover.Exited():
 	default:
 		t.Fatal("a VM no record owns was left running")
 	}
+	g, err := a.Guest(ctx, alive.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Ping(ctx); err != nil {
+		t.Fatalf("re-attached machine: %v", err)
+	}
 	if ents, _ := os.ReadDir(h.cfg.StateDir); len(ents) != 2 {
 		t.Fatalf("host records after the restart: %v, want the two live machines'", ents)
 	}
-	if err := h.a.Kill(ctx, alive.ID, pandastack.StateKilled); err != nil {
+	if _, err := a.Kill(ctx, hostapi.KillRequest{ID: alive.ID, State: pandastack.StateKilled}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(h.cfg.StateDir, alive.ID+".json")); !os.IsNotExist(err) {
 		t.Fatalf("host record of a killed machine: %v", err)
+	}
+	if _, err := a.Guest(ctx, alive.ID); !errors.Is(err, hostapi.ErrUnknownMachine) {
+		t.Fatalf("guest of a killed machine: %v, want unknown", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/pandastack/pandastack"
 	"github.com/pandastack/pandastack/internal/hostagent/hoststate"
+	"github.com/pandastack/pandastack/internal/hostapi"
 	"github.com/pandastack/pandastack/internal/vmm"
 )
 
@@ -16,17 +17,23 @@ import (
 // restart or a crash: machines whose VM still runs are re-attached (a new
 // agent session), VMs no record owns (pool leftovers, ended machines) are
 // killed and their files removed, hibernated machines stay asleep, and
-// machines whose VM is gone are recorded failed, with the reason. Only
-// the outcome is written to the control plane's store.
+// machines whose VM is gone are reported ended (failed, with the reason).
+// What it found is the Inventory; the caller (the sandboxes service)
+// turns it into records, adopts what a fresh host has no record of, and
+// calls Settle. A fresh host (no records yet) kills nothing: its running
+// VMs are unclaimed until Settle.
 func (a *Agent) reconcile(ctx context.Context) error {
 	ids, err := a.cfg.Driver.List()
 	if err != nil {
 		return err
 	}
-	recs, err := a.hostRecords(ctx, ids)
-	if err != nil {
-		return err
+	recs := map[string]hoststate.Record{}
+	if a.state != nil && !a.freshState {
+		if recs, err = a.state.List(); err != nil {
+			a.log.Error("host state", "err", err) // the readable records are used
+		}
 	}
+	inv := hostapi.Inventory{Fresh: a.state == nil || a.freshState}
 	seen := map[string]bool{}
 	for _, id := range ids {
 		seen[id] = true
@@ -36,12 +43,17 @@ func (a *Agent) reconcile(ctx context.Context) error {
 		v, rerr := a.cfg.Driver.Recover(ctx, id)
 		if errors.Is(rerr, vmm.ErrGone) {
 			if owned {
-				a.markFailed(ctx, rec, "the VM was gone after a host restart")
+				inv.Ended = append(inv.Ended, a.lost(rec, pandastack.StateFailed, "the VM was gone after a host restart"))
 			}
 			continue
 		}
 		if rerr != nil {
 			return fmt.Errorf("recover %s: %w", id, rerr)
+		}
+		if !owned && inv.Fresh {
+			a.unclaimed[id] = v // the caller may adopt it (Adopt) until Settle
+			inv.Unclaimed = append(inv.Unclaimed, id)
+			continue
 		}
 		if !owned || expired(rec, time.Now()) {
 			a.log.Info("removing leftover vm", "vm", id)
@@ -49,25 +61,16 @@ func (a *Agent) reconcile(ctx context.Context) error {
 				return err
 			}
 			if owned {
-				a.markEnded(ctx, rec, pandastack.StateExpired, "ttl expired while the host was down")
+				inv.Ended = append(inv.Ended, a.lost(rec, pandastack.StateExpired, "ttl expired while the host was down"))
 			}
 			continue
 		}
-		client, err := a.connect(ctx, v)
+		m, err := a.reattach(ctx, v, rec, r.Volumes || len(rec.Volumes) > 0)
 		if err != nil {
-			a.log.Warn("re-attach failed; removing vm", "sandbox", id, "err", err)
-			_ = v.Kill(ctx)
-			a.markFailed(ctx, rec, "the guest agent did not answer after a host restart")
+			inv.Ended = append(inv.Ended, m)
 			continue
 		}
-		s := newSandbox(rec, v, client) // its idle time restarts with the server
-		s.volumes = r.Volumes
-		a.keepState(s)
-		a.mu.Lock()
-		a.sbx[id] = s
-		a.mu.Unlock()
-		go a.watch(s)
-		a.log.Info("re-attached sandbox", "sandbox", id, "lifetime", rec.Lifetime)
+		inv.Machines = append(inv.Machines, m)
 	}
 	for id, r := range recs {
 		rec := r.Machine
@@ -78,76 +81,116 @@ func (a *Agent) reconcile(ctx context.Context) error {
 			a.dropState(id)
 			continue
 		}
-		if _, err := os.Stat(a.hibDir(rec.ID)); err == nil {
-			rec.State = pandastack.StateHibernated // its VM was saved whole
-			s := &sandbox{rec: rec, volumes: r.Volumes}
-			a.keepState(s)
-			a.mu.Lock()
-			a.sbx[rec.ID] = s // the reaper expires it if its TTL ran out
-			a.mu.Unlock()
+		if m, ok := a.keepAsleep(rec, r.Volumes || len(rec.Volumes) > 0); ok {
+			inv.Machines = append(inv.Machines, m)
 			continue
 		}
-		a.markFailed(ctx, rec, "the VM was gone after a host restart")
+		inv.Ended = append(inv.Ended, a.lost(rec, pandastack.StateFailed, "the VM was gone after a host restart"))
 	}
-	if err := a.reconcileVolumes(ctx); err != nil {
+	a.inv = inv
+	return nil
+}
+
+// reattach opens a new agent session with a running VM and holds it as
+// machine rec again; when its agent does not answer the VM is killed and
+// the machine is returned ended (failed) with the error.
+func (a *Agent) reattach(ctx context.Context, v vmm.VM, rec hostapi.Machine, volumes bool) (hostapi.Machine, error) {
+	client, err := a.connect(ctx, v)
+	if err != nil {
+		a.log.Warn("re-attach failed; removing vm", "sandbox", rec.ID, "err", err)
+		_ = v.Kill(ctx)
+		return a.lost(rec, pandastack.StateFailed, "the guest agent did not answer after a host restart"), err
+	}
+	rec.State = pandastack.StateRunning
+	s := newSandbox(rec, v, client) // its idle time restarts with the server
+	s.volumes = volumes
+	a.keepState(s)
+	a.mu.Lock()
+	a.sbx[rec.ID] = s
+	a.mu.Unlock()
+	go a.watch(s)
+	a.log.Info("re-attached sandbox", "sandbox", rec.ID, "lifetime", rec.Lifetime)
+	return rec, nil
+}
+
+// keepAsleep holds machine rec, whose VM is not running, as hibernated
+// when its saved state is on the host.
+func (a *Agent) keepAsleep(rec hostapi.Machine, volumes bool) (hostapi.Machine, bool) {
+	if _, err := os.Stat(a.hibDir(rec.ID)); err != nil {
+		return rec, false
+	}
+	if rec.State != pandastack.StateHibernated {
+		rec.State = pandastack.StateHibernated // its VM was saved whole
+		rec.Seq++
+	}
+	s := &sandbox{rec: rec, volumes: volumes}
+	a.keepState(s)
+	a.mu.Lock()
+	a.sbx[rec.ID] = s // the reaper expires it if its TTL ran out
+	a.mu.Unlock()
+	return rec, true
+}
+
+// lost is machine rec ended in state, for why, while the host was down:
+// its host record is dropped.
+func (a *Agent) lost(rec hostapi.Machine, state pandastack.SandboxState, why string) hostapi.Machine {
+	now := time.Now().UTC()
+	rec.State, rec.EndedAt, rec.EndReason = state, &now, why
+	rec.Seq++
+	a.dropState(rec.ID)
+	a.log.Info("sandbox ended during reconcile", "sandbox", rec.ID, "state", state, "reason", why)
+	return rec
+}
+
+// Inventory is what Start found on the host.
+func (a *Agent) Inventory(ctx context.Context) (hostapi.Inventory, error) {
+	return a.inv, nil
+}
+
+// Adopt holds machine m, which the host had no record of: its unclaimed
+// VM is re-attached, or its hibernated files are kept asleep. An expired
+// machine's VM is killed and m returned ended.
+func (a *Agent) Adopt(ctx context.Context, m hostapi.Machine) (hostapi.Machine, error) {
+	a.mu.Lock()
+	v := a.unclaimed[m.ID]
+	delete(a.unclaimed, m.ID)
+	_, held := a.sbx[m.ID]
+	a.mu.Unlock()
+	if held {
+		return m, pandastack.Errorf(pandastack.EConflict, "machine %s is already held", m.ID)
+	}
+	m.Host = a.cfg.Host
+	if v != nil {
+		if expired(m, time.Now()) {
+			_ = v.Kill(ctx)
+			return a.lost(m, pandastack.StateExpired, "ttl expired while the host was down"), nil
+		}
+		return a.reattach(ctx, v, m, len(m.Volumes) > 0)
+	}
+	if rec, ok := a.keepAsleep(m, len(m.Volumes) > 0); ok {
+		return rec, nil
+	}
+	return m, hostapi.Unknown(m.ID)
+}
+
+// Settle ends reconciliation: unclaimed VMs are killed, volume files of
+// volumes not in req.Volumes are removed, and network state of machines
+// the host does not hold is dropped.
+func (a *Agent) Settle(ctx context.Context, req hostapi.SettleRequest) error {
+	a.mu.Lock()
+	left := a.unclaimed
+	a.unclaimed = map[string]vmm.VM{}
+	a.mu.Unlock()
+	for id, v := range left {
+		a.log.Info("removing leftover vm", "vm", id)
+		if err := v.Kill(ctx); err != nil {
+			return fmt.Errorf("remove leftover vm %s: %w", id, err)
+		}
+	}
+	if err := a.pruneVolumes(req.Volumes); err != nil {
 		return fmt.Errorf("volumes: %w", err)
 	}
 	return a.reconcileNetwork(ctx)
-}
-
-// hostRecords are the host's records of its machines. A host without them
-// yet (its first start with records, or an agent configured without a
-// state directory) reads the control plane's records once instead; the
-// machines it keeps are recorded on the host from then on.
-func (a *Agent) hostRecords(ctx context.Context, vmIDs []string) (map[string]hoststate.Record, error) {
-	if a.state != nil && !a.freshState {
-		recs, err := a.state.List()
-		if err != nil {
-			a.log.Error("host state", "err", err) // the readable records are used
-		}
-		return recs, nil
-	}
-	withVolumes := map[string]bool{} // sandboxes with durable volumes attached
-	if a.cfg.VolumeDir != "" {
-		vols, err := a.cfg.Store.ListVolumes(ctx, "")
-		if err != nil {
-			return nil, err
-		}
-		for _, v := range vols {
-			if v.SandboxID != "" {
-				withVolumes[v.SandboxID] = true
-			}
-		}
-	}
-	recs := map[string]hoststate.Record{}
-	for _, id := range vmIDs {
-		if rec, err := a.cfg.Store.GetSandbox(ctx, id); err == nil {
-			recs[id] = hoststate.Record{Machine: rec, Volumes: withVolumes[id]}
-		}
-	}
-	live, err := a.cfg.Store.ListSandboxes(ctx, pandastack.SandboxFilter{LiveOnly: true, Host: a.cfg.Host})
-	if err != nil {
-		return nil, err
-	}
-	for _, rec := range live {
-		recs[rec.ID] = hoststate.Record{Machine: rec, Volumes: withVolumes[rec.ID]}
-	}
-	return recs, nil
-}
-
-func (a *Agent) markFailed(ctx context.Context, rec pandastack.Sandbox, why string) {
-	a.markEnded(ctx, rec, pandastack.StateFailed, why)
-}
-
-func (a *Agent) markEnded(ctx context.Context, rec pandastack.Sandbox, state pandastack.SandboxState, why string) {
-	now := time.Now().UTC()
-	rec.State, rec.EndedAt, rec.EndReason = state, &now, why
-	if err := a.cfg.Store.PutSandbox(ctx, rec); err != nil {
-		a.log.Error("record sandbox end", "sandbox", rec.ID, "err", err)
-	}
-	a.dropState(rec.ID)
-	a.releaseVolumes(ctx, rec.ID)
-	a.log.Info("sandbox ended during reconcile", "sandbox", rec.ID, "state", state, "reason", why)
 }
 
 // saveState records s on the host, for the next reconcile.

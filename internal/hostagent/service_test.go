@@ -24,11 +24,11 @@ func TestServiceMachineIsNeverReaped(t *testing.T) {
 	if got := h.exec(svc.ID, "echo alive"); got != "alive\n" {
 		t.Fatalf("service machine after the reaper ran: %q", got)
 	}
-	if _, err := h.a.SetTTL(ctx, svc.ID, time.Minute); pandastack.ErrorCode(err) != pandastack.EInvalid {
+	if _, err := h.e.SetTTL(ctx, svc.ID, time.Minute); pandastack.ErrorCode(err) != pandastack.EInvalid {
 		t.Fatalf("SetTTL of a service machine: %v, want invalid", err)
 	}
 	// Its forks are service machines too.
-	kids, err := h.a.Fork(ctx, svc.ID, 1)
+	kids, err := h.e.Fork(ctx, svc.ID, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,12 +46,10 @@ func TestServiceMachineAcrossRestarts(t *testing.T) {
 	ctx := context.Background()
 	svc := pandastack.CreateRequest{Lifetime: pandastack.LifetimeService}
 	running, asleep, dies := h.create(svc), h.create(svc), h.create(svc)
-	if _, err := h.a.Hibernate(ctx, asleep.ID); err != nil {
+	if _, err := h.e.Hibernate(ctx, asleep.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.a.Close(ctx, false); err != nil {
-		t.Fatal(err)
-	}
+	h.stop()
 	h.drv.VM(dies.ID).Crash()
 	h.start()
 

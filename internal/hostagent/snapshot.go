@@ -2,122 +2,97 @@ package hostagent
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
+	"strings"
 
 	"github.com/pandastack/pandastack"
 	"github.com/pandastack/pandastack/internal/cowfs"
+	"github.com/pandastack/pandastack/internal/hostapi"
 	"github.com/pandastack/pandastack/internal/vmm"
 )
 
 // snapDir is where a snapshot's state and disk are kept.
 func (a *Agent) snapDir(id string) string { return filepath.Join(a.cfg.SnapshotDir, id) }
 
-// Snapshot saves a running sandbox whole — memory, processes, devices, disk —
-// under a name unique in its team; the sandbox runs on. A hibernated one is
-// woken first. The files are written to a temporary directory and renamed:
-// a snapshot that fails half way (a full disk) leaves nothing listed.
-func (a *Agent) Snapshot(ctx context.Context, id, name string) (pandastack.Snapshot, error) {
-	src, err := a.get(ctx, id)
-	if err != nil {
-		return pandastack.Snapshot{}, err
+// Snapshot saves a running machine whole — memory, processes, devices,
+// disk — as snapshot req.SnapshotID; the machine runs on. A hibernated one
+// is woken first. The files are written to a temporary directory and
+// renamed: a snapshot that fails half way (a full disk) leaves nothing.
+func (a *Agent) Snapshot(ctx context.Context, req hostapi.SnapshotRequest) (hostapi.SnapshotInfo, error) {
+	id := req.MachineID
+	if req.SnapshotID == "" || req.SnapshotID != filepath.Base(req.SnapshotID) || strings.HasPrefix(req.SnapshotID, ".") {
+		return hostapi.SnapshotInfo{}, pandastack.Errorf(pandastack.EInvalid, "invalid snapshot id %q", req.SnapshotID)
 	}
-	b := make([]byte, 10)
-	_, _ = rand.Read(b)
-	sn := pandastack.Snapshot{ID: "snap_" + hex.EncodeToString(b), Name: name, Host: a.cfg.Host, CreatedAt: time.Now().UTC()}
-	if sn.Name == "" {
-		sn.Name = sn.ID
-	}
-	src.mu.Lock()
-	sn.TeamID = src.rec.TeamID
-	src.mu.Unlock()
-	// Refuse a taken name before the work.
-	if list, err := a.cfg.Store.ListSnapshots(ctx, sn.TeamID); err == nil {
-		for _, o := range list {
-			if o.Name == sn.Name {
-				return pandastack.Snapshot{}, pandastack.Errorf(pandastack.EConflict, "a snapshot named %q already exists", sn.Name)
-			}
-		}
+	if _, err := a.get(ctx, id); err != nil {
+		return hostapi.SnapshotInfo{}, err
 	}
 	const failMsg = "could not save the sandbox; it keeps running"
-	fail := func(err error) (pandastack.Snapshot, error) {
-		return pandastack.Snapshot{}, saveError(fmt.Errorf("snapshot %s: %w", id, err), a.cfg.SnapshotDir, id, failMsg)
+	fail := func(err error) (hostapi.SnapshotInfo, error) {
+		return hostapi.SnapshotInfo{}, saveError(fmt.Errorf("snapshot %s: %w", id, err), a.cfg.SnapshotDir, id, failMsg)
 	}
-	tmp := a.snapDir(sn.ID) + ".tmp"
+	dir := a.snapDir(req.SnapshotID)
+	tmp := dir + ".tmp"
 	defer os.RemoveAll(tmp)
 	rec, err := a.checkpoint(ctx, id, tmp, failMsg)
 	if err != nil {
-		return pandastack.Snapshot{}, err
+		return hostapi.SnapshotInfo{}, err
 	}
-	// Durable before it is listed; the sandbox already runs on.
+	// Durable before it is listed; the machine already runs on.
 	if err := cowfs.SyncDir(tmp); err != nil {
 		return fail(err)
 	}
-	sn.SandboxID, sn.Template, sn.TemplateID = rec.ID, rec.Template, rec.TemplateID
-	sn.SizeBytes = dirSize(tmp)
-	if err := os.Rename(tmp, a.snapDir(sn.ID)); err != nil {
+	info := hostapi.SnapshotInfo{ID: req.SnapshotID, MachineID: rec.ID, Template: rec.Template, TemplateID: rec.TemplateID, SizeBytes: dirSize(tmp)}
+	if err := os.Rename(tmp, dir); err != nil {
 		return fail(err)
 	}
 	if err := cowfs.Fsync(a.cfg.SnapshotDir); err != nil {
-		os.RemoveAll(a.snapDir(sn.ID))
+		os.RemoveAll(dir)
 		return fail(err)
 	}
-	if err := a.cfg.Store.CreateSnapshot(ctx, sn); err != nil {
-		os.RemoveAll(a.snapDir(sn.ID))
-		return pandastack.Snapshot{}, err
-	}
-	a.log.Info("sandbox snapshot", "sandbox", id, "snapshot", sn.ID, "name", sn.Name, "bytes", sn.SizeBytes)
-	if a.cfg.Archive != nil {
-		a.cfg.Archive.Snapshotted(sn)
-	}
-	return sn, nil
+	a.log.Info("sandbox snapshot", "sandbox", id, "snapshot", info.ID, "bytes", info.SizeBytes)
+	return info, nil
 }
 
-// DeleteSnapshot removes a snapshot's files and record. Sandboxes created
-// from it are not affected: each has its own copy of the disk.
+// DeleteSnapshot removes a snapshot's files. Machines created from it are
+// not affected: each has its own copy of the disk.
 func (a *Agent) DeleteSnapshot(ctx context.Context, snapshotID string) error {
-	if _, err := a.cfg.Store.GetSnapshot(ctx, snapshotID); err != nil {
-		return err
+	if snapshotID == "" || snapshotID != filepath.Base(snapshotID) || strings.HasPrefix(snapshotID, ".") {
+		return pandastack.Errorf(pandastack.EInvalid, "invalid snapshot id %q", snapshotID)
 	}
 	if err := os.RemoveAll(a.snapDir(snapshotID)); err != nil {
 		return fmt.Errorf("delete snapshot files: %w", err)
 	}
-	return a.cfg.Store.DeleteSnapshot(ctx, snapshotID)
+	return nil
 }
 
-// createFromSnapshot starts a new sandbox from a snapshot.
-func (a *Agent) createFromSnapshot(ctx context.Context, req pandastack.CreateRequest) (pandastack.Sandbox, error) {
-	sn, err := a.cfg.Store.GetSnapshot(ctx, req.Snapshot)
-	if err != nil || sn.TeamID != req.TeamID {
-		return pandastack.Sandbox{}, pandastack.Errorf(pandastack.ENotFound, "snapshot %s not found", req.Snapshot)
-	}
+// createFromSnapshot starts a new machine from a snapshot.
+func (a *Agent) createFromSnapshot(ctx context.Context, spec hostapi.MachineSpec) (hostapi.Machine, error) {
+	sn := *spec.Snapshot
 	// A snapshot holds everything it restores from (memory, disk, device
 	// state, machine): it outlives rebuilds and deletions of its template.
 	snap, err := a.loadSnapshot(ctx, sn)
 	if err != nil {
 		var pe *pandastack.Error
 		if errors.As(err, &pe) {
-			return pandastack.Sandbox{}, err // the archive's: unreachable, damaged export
+			return hostapi.Machine{}, err // the archive's: unreachable, damaged export
 		}
-		return pandastack.Sandbox{}, pandastack.Errorf(pandastack.ENotFound, "snapshot %s has no files on this host", sn.ID)
+		return hostapi.Machine{}, pandastack.Errorf(pandastack.ENotFound, "snapshot %s has no files on this host", sn.ID)
 	}
 	tpl := pandastack.Template{Name: sn.Template, ID: sn.TemplateID}
 	if _, t, err := a.cfg.Templates.Snapshot(ctx, templateRef(sn.Template, sn.TemplateID)); err == nil {
 		tpl = t // its version, when the build is still known
 	}
-	v, err := a.cfg.Driver.Restore(ctx, snap, vmm.RestoreOptions{ID: newSandboxID(), Network: startPolicy(req.Network)})
+	v, err := a.cfg.Driver.Restore(ctx, snap, vmm.RestoreOptions{ID: spec.ID, Network: startPolicy(spec.Network)})
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return pandastack.Sandbox{}, pandastack.Errorf(pandastack.ENotFound, "snapshot %s has no files on this host", sn.ID)
+			return hostapi.Machine{}, pandastack.Errorf(pandastack.ENotFound, "snapshot %s has no files on this host", sn.ID)
 		}
-		return pandastack.Sandbox{}, &pandastack.Error{Code: pandastack.EUnavailable, Message: "could not start the sandbox from the snapshot", Err: err}
+		return hostapi.Machine{}, &pandastack.Error{Code: pandastack.EUnavailable, Message: "could not start the sandbox from the snapshot", Err: err}
 	}
-	return a.register(ctx, v, req, tpl, snap.Machine.CPUs, snap.Machine.MemoryMiB)
+	return a.register(ctx, v, spec, tpl, snap.Machine.CPUs, snap.Machine.MemoryMiB)
 }
 
 func dirSize(dir string) int64 {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/pandastack/pandastack"
 	"github.com/pandastack/pandastack/internal/cowfs"
+	"github.com/pandastack/pandastack/internal/hostapi"
 )
 
 // lowSpace is the free space under which a save is taken for a full disk
@@ -20,7 +21,7 @@ const lowSpace = 16 << 20
 // every page the sandbox writes needs a block of its own (the saved copy
 // keeps the old one), so a save onto a nearly full disk would put the
 // running sandbox itself at risk.
-func checkSpace(dir string, rec pandastack.Sandbox) error {
+func checkSpace(dir string, rec hostapi.Machine) error {
 	need := int64(rec.MemoryMiB) << 20
 	free, err := cowfs.Free(dir)
 	if err == nil && free < need {

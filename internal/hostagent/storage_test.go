@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/hostapi"
 )
 
 func TestSaveError(t *testing.T) {
@@ -37,10 +38,10 @@ func TestSaveError(t *testing.T) {
 
 func TestCheckSpace(t *testing.T) {
 	dir := t.TempDir()
-	if err := checkSpace(dir, pandastack.Sandbox{ID: "sbx_1", MemoryMiB: 1}); err != nil {
+	if err := checkSpace(dir, hostapi.Machine{ID: "sbx_1", MemoryMiB: 1}); err != nil {
 		t.Fatalf("1 MiB sandbox: %v", err)
 	}
-	err := checkSpace(dir, pandastack.Sandbox{ID: "sbx_1", MemoryMiB: 1 << 40})
+	err := checkSpace(dir, hostapi.Machine{ID: "sbx_1", MemoryMiB: 1 << 40})
 	if pandastack.ErrorCode(err) != pandastack.EInsufficientStorage {
 		t.Fatalf("a sandbox larger than the disk: %v, want insufficient_storage", err)
 	}

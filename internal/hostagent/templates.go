@@ -5,6 +5,7 @@ import (
 	"maps"
 
 	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/hostapi"
 	"github.com/pandastack/pandastack/internal/vmm"
 )
 
@@ -26,7 +27,7 @@ func templateRef(name, id string) string {
 
 // templateSnapshot finds what a create restores: the template's build, or
 // its variant at the size asked for.
-func (a *Agent) templateSnapshot(ctx context.Context, req pandastack.CreateRequest) (vmm.Snapshot, pandastack.Template, error) {
+func (a *Agent) templateSnapshot(ctx context.Context, req hostapi.MachineSpec) (vmm.Snapshot, pandastack.Template, error) {
 	if req.CPUs != 0 || req.MemoryMiB != 0 || req.DiskGiB != 0 {
 		sz, ok := a.cfg.Templates.(Sizer)
 		if !ok {

@@ -3,20 +3,17 @@ package hostagent
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
-	"time"
 
 	"github.com/pandastack/pandastack"
 	"github.com/pandastack/pandastack/internal/cowfs"
 	"github.com/pandastack/pandastack/internal/guestconn"
+	"github.com/pandastack/pandastack/internal/hostapi"
 	"github.com/pandastack/pandastack/internal/vmm"
 )
 
@@ -24,7 +21,8 @@ import (
 // (the host only ever formats an empty file; it never reads what a guest
 // wrote), on the reflink filesystem so that forks and snapshots copy it by
 // reflink. A VM opens the file itself, in one of its volume slots; the
-// guest mounts it. The store records which live sandbox it is attached to.
+// guest mounts it. The control plane records which machine it is attached
+// to and passes it in the machine's spec; the host keeps the files.
 
 // volumeFile is the name of a volume's file in its directory.
 const volumeFile = "volume.raw"
@@ -32,25 +30,21 @@ const volumeFile = "volume.raw"
 // volFile is the file of volume id.
 func (a *Agent) volFile(id string) string { return filepath.Join(a.cfg.VolumeDir, id, volumeFile) }
 
-var volumeName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
-
-// CreateVolume makes an empty ext4 volume of sizeMiB on this host.
-func (a *Agent) CreateVolume(ctx context.Context, teamID, name string, sizeMiB int) (pandastack.Volume, error) {
+// CreateVolume makes an empty ext4 volume file of spec.SizeMiB for volume
+// spec.ID on this host: EInsufficientStorage when it does not fit.
+func (a *Agent) CreateVolume(ctx context.Context, spec hostapi.VolumeSpec) error {
 	if a.cfg.VolumeDir == "" {
-		return pandastack.Volume{}, pandastack.Errorf(pandastack.EUnavailable, "this host keeps no volumes")
+		return pandastack.Errorf(pandastack.EUnavailable, "this host keeps no volumes")
 	}
-	if !volumeName.MatchString(name) || strings.HasPrefix(name, "vol_") {
-		return pandastack.Volume{}, pandastack.Errorf(pandastack.EInvalid,
-			"volume name %q: use 1-63 letters, digits, '_', '.' or '-', starting with a letter or digit, not with \"vol_\"", name)
+	if !strings.HasPrefix(spec.ID, "vol_") || spec.ID != filepath.Base(spec.ID) {
+		return pandastack.Errorf(pandastack.EInvalid, "invalid volume id %q", spec.ID)
 	}
-	if sizeMiB < pandastack.MinVolumeMiB || sizeMiB > pandastack.MaxVolumeMiB {
-		return pandastack.Volume{}, pandastack.Errorf(pandastack.EInvalid, "size_mib must be between %d and %d", pandastack.MinVolumeMiB, pandastack.MaxVolumeMiB)
+	if spec.SizeMiB < pandastack.MinVolumeMiB || spec.SizeMiB > pandastack.MaxVolumeMiB {
+		return pandastack.Errorf(pandastack.EInvalid, "size_mib must be between %d and %d", pandastack.MinVolumeMiB, pandastack.MaxVolumeMiB)
 	}
-	if _, err := a.cfg.Store.VolumeByName(ctx, teamID, name); err == nil {
-		return pandastack.Volume{}, pandastack.Errorf(pandastack.EConflict, "a volume named %q already exists", name)
-	}
+	sizeMiB := spec.SizeMiB
 	if err := os.MkdirAll(a.cfg.VolumeDir, 0o700); err != nil {
-		return pandastack.Volume{}, fmt.Errorf("create volume dir: %w", err)
+		return fmt.Errorf("create volume dir: %w", err)
 	}
 	free, err := a.volumeSpace()
 	if err == nil && int64(sizeMiB)<<20 > free {
@@ -58,31 +52,23 @@ func (a *Agent) CreateVolume(ctx context.Context, teamID, name string, sizeMiB i
 		free, err = a.volumeSpace()
 	}
 	if err != nil {
-		return pandastack.Volume{}, fmt.Errorf("create volume: %w", err)
+		return fmt.Errorf("create volume: %w", err)
 	}
 	if int64(sizeMiB)<<20 > free {
-		return pandastack.Volume{}, pandastack.Errorf(pandastack.EInsufficientStorage,
+		return pandastack.Errorf(pandastack.EInsufficientStorage,
 			"a volume of %d MiB does not fit: this host has %d MiB free for volumes", sizeMiB, free>>20)
 	}
-	b := make([]byte, 10)
-	_, _ = rand.Read(b)
-	v := pandastack.Volume{ID: "vol_" + hex.EncodeToString(b), TeamID: teamID, Name: name, SizeMiB: sizeMiB,
-		Host: a.cfg.Host, CreatedAt: time.Now().UTC()}
-	dir := filepath.Dir(a.volFile(v.ID))
-	if err := a.makeVolumeFile(ctx, a.volFile(v.ID), int64(sizeMiB)<<20); err != nil {
+	dir := filepath.Dir(a.volFile(spec.ID))
+	if err := a.makeVolumeFile(ctx, a.volFile(spec.ID), int64(sizeMiB)<<20); err != nil {
 		os.RemoveAll(dir)
 		if isNoSpace(err, a.cfg.VolumeDir) {
-			return pandastack.Volume{}, &pandastack.Error{Code: pandastack.EInsufficientStorage,
+			return &pandastack.Error{Code: pandastack.EInsufficientStorage,
 				Message: "the host's disk is full: the volume was not made", Err: err}
 		}
-		return pandastack.Volume{}, err
+		return err
 	}
-	if err := a.cfg.Store.CreateVolume(ctx, v); err != nil {
-		os.RemoveAll(dir)
-		return pandastack.Volume{}, err
-	}
-	a.log.Info("volume created", "volume", v.ID, "name", name, "team", teamID, "size_mib", sizeMiB)
-	return v, nil
+	a.log.Info("volume file created", "volume", spec.ID, "size_mib", sizeMiB)
+	return nil
 }
 
 // volumeSpace is what a new volume may take: the least free space of the
@@ -132,11 +118,14 @@ func (a *Agent) makeVolumeFile(ctx context.Context, file string, size int64) err
 	return nil
 }
 
-// DeleteVolume removes a free volume: its record first (the store refuses
-// an attached one, atomically), then its file.
+// DeleteVolume removes volume id's file (the caller has checked that it is
+// free).
 func (a *Agent) DeleteVolume(ctx context.Context, id string) error {
-	if err := a.cfg.Store.DeleteVolume(ctx, id); err != nil {
-		return err
+	if a.cfg.VolumeDir == "" {
+		return nil
+	}
+	if !strings.HasPrefix(id, "vol_") || id != filepath.Base(id) {
+		return pandastack.Errorf(pandastack.EInvalid, "invalid volume id %q", id)
 	}
 	if err := os.RemoveAll(filepath.Dir(a.volFile(id))); err != nil {
 		return fmt.Errorf("delete volume %s files: %w", id, err)
@@ -145,68 +134,36 @@ func (a *Agent) DeleteVolume(ctx context.Context, id string) error {
 	return nil
 }
 
-// resolveVolume finds a team's volume by id or name.
-func (a *Agent) resolveVolume(ctx context.Context, teamID, ref string) (pandastack.Volume, error) {
-	if strings.HasPrefix(ref, "vol_") {
-		v, err := a.cfg.Store.GetVolume(ctx, ref)
-		if err == nil && v.TeamID == teamID {
-			return v, nil
-		}
-		if err != nil && pandastack.ErrorCode(err) != pandastack.ENotFound {
-			return v, err
-		}
-		return pandastack.Volume{}, pandastack.Errorf(pandastack.ENotFound, "volume %s not found", ref)
-	}
-	return a.cfg.Store.VolumeByName(ctx, teamID, ref)
-}
-
-// attachVolumes attaches a create's volumes to a reserved id, atomically
-// each (a volume in use is EConflict), and returns what the VM's slots
-// hold. On error nothing stays attached.
-func (a *Agent) attachVolumes(ctx context.Context, req pandastack.CreateRequest, reserved string) ([vmm.VolumeSlots]vmm.VolumeFile, []pandastack.Volume, error) {
+// volumeSlots is what a new machine's volume slots open: each volume's
+// file, in its slot.
+func (a *Agent) volumeSlots(vols []hostapi.VolumeAttachment) ([vmm.VolumeSlots]vmm.VolumeFile, error) {
 	var slots [vmm.VolumeSlots]vmm.VolumeFile
-	var vols []pandastack.Volume
-	if err := pandastack.CheckVolumeMounts(req.Volumes); err != nil {
-		return slots, nil, err
-	}
 	if a.cfg.VolumeDir == "" {
-		return slots, nil, pandastack.Errorf(pandastack.EUnavailable, "this host keeps no volumes")
+		return slots, pandastack.Errorf(pandastack.EUnavailable, "this host keeps no volumes")
 	}
-	for i, m := range req.Volumes {
-		v, err := a.resolveVolume(ctx, req.TeamID, m.Volume)
-		if err == nil && v.Host != a.cfg.Host {
-			err = pandastack.Errorf(pandastack.EUnavailable, "volume %s is on host %s", v.Name, v.Host)
+	for _, v := range vols {
+		if v.Slot < 0 || v.Slot >= vmm.VolumeSlots || !strings.HasPrefix(v.ID, "vol_") || v.ID != filepath.Base(v.ID) {
+			return slots, pandastack.Errorf(pandastack.EInvalid, "volume %q cannot go in slot %d", v.ID, v.Slot)
 		}
-		if err == nil {
-			err = a.cfg.Store.AttachVolume(ctx, v.ID, reserved, m.Path, i)
+		if _, err := os.Stat(a.volFile(v.ID)); err != nil {
+			return slots, &pandastack.Error{Code: pandastack.EUnavailable, Message: fmt.Sprintf("volume %s has no file on this host", v.Name), Err: err}
 		}
-		if err != nil {
-			if derr := a.cfg.Store.DetachVolumes(context.WithoutCancel(ctx), reserved); derr != nil {
-				a.log.Error("detach volumes after a failed attach", "sandbox", reserved, "err", derr)
-			}
-			return slots, nil, err
-		}
-		v.SandboxID, v.MountPath, v.Slot = reserved, m.Path, i
-		vols = append(vols, v)
-		slots[i] = vmm.VolumeFile{Path: a.volFile(v.ID)}
+		slots[v.Slot] = vmm.VolumeFile{Path: a.volFile(v.ID)}
 	}
-	return slots, vols, nil
+	return slots, nil
 }
 
-// durableSlots are the volumes attached to sandbox id (for a wake).
-func (a *Agent) durableSlots(ctx context.Context, teamID, id string, snap *vmm.Snapshot) (int, error) {
-	vols, err := a.cfg.Store.ListVolumes(ctx, teamID)
-	if err != nil {
-		return 0, err
-	}
+// durableSlots puts a waking machine's attached volumes in snap's slots
+// and says how many there are.
+func (a *Agent) durableSlots(vols []hostapi.VolumeAttachment, snap *vmm.Snapshot) int {
 	n := 0
 	for _, v := range vols {
-		if v.SandboxID == id && v.Slot >= 0 && v.Slot < vmm.VolumeSlots {
+		if v.Slot >= 0 && v.Slot < vmm.VolumeSlots {
 			snap.Volumes[v.Slot] = vmm.VolumeFile{Path: a.volFile(v.ID)}
 			n++
 		}
 	}
-	return n, nil
+	return n
 }
 
 // mountScript mounts the volume in slot (found by its serial) at dir once
@@ -240,7 +197,7 @@ fi
 `
 
 // mountVolumes mounts a new sandbox's volumes in its guest.
-func (a *Agent) mountVolumes(ctx context.Context, client *guestconn.Client, tpl pandastack.Template, vols []pandastack.Volume) error {
+func (a *Agent) mountVolumes(ctx context.Context, client *guestconn.Client, tpl pandastack.Template, vols []hostapi.VolumeAttachment) error {
 	g := &guest{Client: client}
 	applyDefaults(g, tpl.Defaults)
 	for _, v := range vols {
@@ -281,40 +238,15 @@ func lastLine(s string) string {
 	return s
 }
 
-// releaseVolumes frees the volumes attached to an ended sandbox. Their
-// data stays in their files.
-func (a *Agent) releaseVolumes(ctx context.Context, id string) {
-	if err := a.cfg.Store.DetachVolumes(context.WithoutCancel(ctx), id); err != nil {
-		a.log.Error("detach volumes", "sandbox", id, "err", err)
-	}
-}
-
-// reconcileVolumes frees volumes attached to sandboxes that are not live
-// (ended while the host was down, or a create that never finished), and
-// removes volume files without a record (a create cut short).
-func (a *Agent) reconcileVolumes(ctx context.Context) error {
+// pruneVolumes removes volume files without a record (a create cut
+// short): keep are the volumes the caller knows.
+func (a *Agent) pruneVolumes(keep []string) error {
 	if a.cfg.VolumeDir == "" {
 		return nil
 	}
-	vols, err := a.cfg.Store.ListVolumes(ctx, "")
-	if err != nil {
-		return err
-	}
 	known := map[string]bool{}
-	for _, v := range vols {
-		if v.Host != a.cfg.Host {
-			continue
-		}
-		known[v.ID] = true
-		if v.SandboxID == "" {
-			continue
-		}
-		rec, err := a.cfg.Store.GetSandbox(ctx, v.SandboxID)
-		if err == nil && rec.State.Live() {
-			continue
-		}
-		a.log.Info("freeing volume of an ended sandbox", "volume", v.ID, "sandbox", v.SandboxID)
-		a.releaseVolumes(ctx, v.SandboxID)
+	for _, id := range keep {
+		known[id] = true
 	}
 	ents, err := os.ReadDir(a.cfg.VolumeDir)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {

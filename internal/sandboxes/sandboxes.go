@@ -1,15 +1,17 @@
 // Package sandboxes is the sandbox product's rules, in one place between the
-// HTTP API and the engine that runs machines: a create is validated once
-// here (template or snapshot, lifetime, TTL, idle time, metadata, env,
-// size, volumes, network policy), counted against the team's quotas (live
-// sandboxes, service machines), and its lifetime decides its deadline: a
-// sandbox's TTL, capped by MaxTTL; none for a service machine
-// (pandastack.LifetimeService). The API decodes requests and presents
-// records; the engine (the host agent) starts what this package asked for.
-//
-// Records, snapshot and volume names, and reconcile still live in the host
-// agent (internal/hostagent) for now; they move here next, so that the host
-// agent runs machines only.
+// HTTP API and the host that runs machines (hostapi.Host). Service
+// validates a create once (template or snapshot, lifetime, TTL, idle time,
+// metadata, env, size, volumes, network policy), counts it against the
+// team's quotas (live sandboxes, service machines), and its lifetime
+// decides its deadline: a sandbox's TTL, capped by MaxTTL; none for a
+// service machine (pandastack.LifetimeService). Engine is the sandbox
+// product over a host: it mints ids, resolves snapshots and volumes within
+// the team, keeps the control plane's records (sandboxes, snapshots,
+// volume attachments) from the host's results and events (records.go),
+// and at start reconciles the store with what the host found
+// (reconcile.go). The API decodes requests and presents records; the host
+// (internal/hostagent) runs what this package asks for and imports no
+// store.
 package sandboxes
 
 import (

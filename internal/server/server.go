@@ -27,6 +27,7 @@ import (
 	"github.com/pandastack/pandastack/internal/objstore/objurl"
 	"github.com/pandastack/pandastack/internal/quotas"
 	"github.com/pandastack/pandastack/internal/router"
+	"github.com/pandastack/pandastack/internal/sandboxes"
 	"github.com/pandastack/pandastack/internal/snaparchive"
 	"github.com/pandastack/pandastack/internal/store/sqlite"
 	"github.com/pandastack/pandastack/internal/templates"
@@ -101,6 +102,7 @@ type Server struct {
 	store   *sqlite.Store
 	builder *templates.Builder
 	agent   *hostagent.Agent
+	engine  *sandboxes.Engine
 	net     *network.Manager // nil without sandbox networking
 	// proxySecret signs port URLs (DATA/proxy-secret).
 	proxySecret []byte
@@ -250,7 +252,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		uidBase = qemu.DefaultUIDBase
 	}
 	qcfg := qemu.Config{Dir: filepath.Join(cow.Dir(), "vms"), Accel: s.probe.Accel, UIDBase: uidBase, Logger: log}
-	hcfg := hostagent.Config{Store: store, Templates: s.builder, Logger: log, PoolSize: cfg.PoolSize,
+	hcfg := hostagent.Config{Templates: s.builder, Logger: log, PoolSize: cfg.PoolSize,
 		HibernateDir: filepath.Join(cow.Dir(), "hibernated"), SnapshotDir: filepath.Join(cow.Dir(), "snapshots"),
 		VolumeDir: filepath.Join(cow.Dir(), "volumes"), SpaceDirs: []string{cfg.DataDir},
 		StateDir: filepath.Join(cfg.DataDir, "machines")}
@@ -277,10 +279,17 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	s.builder.UseDriver(drv)
 	hcfg.Driver = drv
 	s.agent = hostagent.New(hcfg)
-	s.hosts = router.NewHTTP(router.HTTPConfig{Domain: s.domain(), Table: s.routes, Sandboxes: store, Guests: s.agent,
+	s.engine = sandboxes.NewEngine(sandboxes.EngineConfig{Store: store, Host: s.agent, Logger: log, Archive: s.archive})
+	s.hosts = router.NewHTTP(router.HTTPConfig{Domain: s.domain(), Table: s.routes, Sandboxes: store, Guests: s.engine,
 		Policies: s.routerPolicies(), Secret: s.proxySecret})
 	if err := s.agent.Start(ctx); err != nil {
 		drv.Close()
+		s.closeNetwork()
+		return nil, err
+	}
+	if err := s.engine.Start(ctx); err != nil {
+		_ = s.agent.Close(ctx, false)
+		s.engine.Wait()
 		s.closeNetwork()
 		return nil, err
 	}
@@ -354,7 +363,7 @@ func (s *Server) setBuild(name, st string) {
 
 // Handler is the HTTP API.
 func (s *Server) Handler() http.Handler {
-	return api.New(api.Config{Store: s.store, Engine: registry.Engine{Engine: s.agent, Registry: s.registry}, Builder: s.builder, Templates: s.registry, Logger: s.log,
+	return api.New(api.Config{Store: s.store, Engine: registry.Engine{Engine: s.engine, Registry: s.registry}, Builder: s.builder, Templates: s.registry, Logger: s.log,
 		Quotas: s.quotas, SandboxDomain: s.cfg.SandboxDomain, Network: s.apiNetwork(),
 		ProxySecret: s.proxySecret, Archive: s.archive, Hosts: s.hosts, CACert: s.caPEM()}).Handler()
 }
@@ -415,6 +424,7 @@ func (s *Server) Serve(ctx context.Context) error {
 func (s *Server) Close(ctx context.Context) error {
 	s.archive.Close()
 	err := s.agent.Close(ctx, s.cfg.KillOnExit)
+	s.engine.Wait() // the ends the host reported are recorded before the store closes
 	if s.net != nil && s.cfg.KillOnExit {
 		err = errors.Join(err, s.net.Teardown(ctx))
 	}
@@ -437,5 +447,6 @@ func (w logWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// Engine is the host agent (for in-process tests and benchmarks).
-func (s *Server) Engine() pandastack.Engine { return s.agent }
+// Engine is the sandbox engine over the host agent (for in-process tests
+// and benchmarks).
+func (s *Server) Engine() pandastack.Engine { return s.engine }

@@ -16,15 +16,17 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/hostapi"
 )
 
 // Record is what the host keeps about one machine.
 type Record struct {
 	// Machine is the machine as the host runs it: id, lifetime, deadline
-	// (ExpiresAt; zero for none), state (running or hibernated), and what
-	// its guest sessions need (env, template build).
-	Machine pandastack.Sandbox `json:"machine"`
+	// (ExpiresAt; zero for none), state (running or hibernated), its
+	// volumes, and what its guest sessions need (env, template build).
+	// (Records written before hostapi.Machine hold a sandbox record under
+	// the same JSON names; its control-plane fields are ignored.)
+	Machine hostapi.Machine `json:"machine"`
 	// Volumes: durable volumes are attached (sync the guest before a kill).
 	Volumes bool `json:"volumes,omitempty"`
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/pandastack/pandastack"
 	"github.com/pandastack/pandastack/internal/hostagent/hoststate"
+	"github.com/pandastack/pandastack/internal/hostapi"
 )
 
 // Records round-trip through the directory, a put replaces, a delete
@@ -20,8 +21,8 @@ func TestRecords(t *testing.T) {
 		t.Fatalf("open: %v fresh=%v", err, fresh)
 	}
 	now := time.Now().UTC().Truncate(time.Second)
-	a := hoststate.Record{Machine: pandastack.Sandbox{ID: "sbx_a", State: pandastack.StateRunning, ExpiresAt: now}}
-	b := hoststate.Record{Machine: pandastack.Sandbox{ID: "db_b", Lifetime: pandastack.LifetimeService, State: pandastack.StateHibernated}, Volumes: true}
+	a := hoststate.Record{Machine: hostapi.Machine{ID: "sbx_a", State: pandastack.StateRunning, ExpiresAt: now}}
+	b := hoststate.Record{Machine: hostapi.Machine{ID: "db_b", Lifetime: pandastack.LifetimeService, State: pandastack.StateHibernated}, Volumes: true}
 	for _, r := range []hoststate.Record{a, b} {
 		if err := d.Put(r); err != nil {
 			t.Fatal(err)
@@ -32,7 +33,7 @@ func TestRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(dir, "sbx_c.json.tmp"), []byte("{half"), 0o600)
-	if err := d.Put(hoststate.Record{Machine: pandastack.Sandbox{ID: "../x"}}); err == nil {
+	if err := d.Put(hoststate.Record{Machine: hostapi.Machine{ID: "../x"}}); err == nil {
 		t.Fatal("a record named ../x was written")
 	}
 	d, fresh, err = hoststate.Open(dir)
