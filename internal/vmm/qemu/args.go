@@ -176,7 +176,11 @@ func hostTSCkHz() int {
 // CPUModel is the virtual CPU for accel: the host's own under KVM. Under
 // TCG, an x86-64-v2 CPU without AVX: guest libraries then pick SSE code
 // paths, which the emulator translates and runs faster (measured: create
-// 66 → 50 ms, warm exec 37 → 27 ms against "max").
+// 66 → 50 ms, warm exec 37 → 27 ms against "max"). With ARAT (the local
+// APIC timer keeps running in deep idle): without it the guest kernel
+// needs a broadcast timer (an HPET, which microvm lacks) before it will
+// use one-shot timers, so it keeps its periodic tick and never goes idle
+// tickless, whatever its clocksource (see KernelCmdline).
 func CPUModel(accel pandastack.Accel) string {
 	if v := os.Getenv("PANDASTACK_QEMU_CPU"); v != "" {
 		return v
@@ -184,7 +188,7 @@ func CPUModel(accel pandastack.Accel) string {
 	if accel == pandastack.AccelKVM {
 		return "host"
 	}
-	return "qemu64,+ssse3,+sse4.1,+sse4.2,+popcnt"
+	return "qemu64,+ssse3,+sse4.1,+sse4.2,+popcnt,+arat"
 }
 
 // guestMAC is the NIC's address in every VM: clones keep it (each lives in
