@@ -81,7 +81,7 @@ func (p procs) BareRestores(context.Context, vmm.Snapshot, int) ([]time.Duration
 	return nil, 0, nil
 }
 func (p procs) Processes() (map[string]int, error) { return p, nil }
-func (p procs) Accel() pandastack.Accel           { return pandastack.AccelTCG }
+func (p procs) Accel() pandastack.Accel            { return pandastack.AccelTCG }
 
 // TestUsageReadsRealProcesses reads this test's own process from the real
 // /proc as if it were a VM, and skips a process that is gone.
