@@ -425,7 +425,9 @@ func benchProxy(ctx context.Context, c *sdk.Client, key string, sb *sdk.Sandbox)
 		}
 		return nil
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	// On a loaded host the server can take half a minute to listen
+	// (measured 28 s at load average 14): wait up to 90 s.
+	deadline := time.Now().Add(90 * time.Second)
 	for get() != nil {
 		if time.Now().After(deadline) {
 			return 0, get()
