@@ -98,6 +98,9 @@ var routeTable = []route{
 	{"GET", "/v1/templates/{name}/builds", team, (*Server).listBuilds},
 	{"GET", "/v1/templates/{name}/builds/{build}", team, (*Server).getBuild},
 	{"GET", "/v1/templates/{name}/builds/{build}/logs", team, (*Server).buildLogs},
+
+	{"POST", "/v1/admin/bench/floor", admin, (*Server).benchFloor},
+	{"GET", "/v1/admin/bench/usage", admin, (*Server).benchUsage},
 }
 
 // Route describes one served route.

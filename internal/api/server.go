@@ -92,6 +92,10 @@ type Config struct {
 	// CACert is the PEM certificate of the server's CA, served at
 	// GET /v1/ca.pem; nil: that route answers 404.
 	CACert []byte
+	// Bench measures restore floors and VM processes' cost on the host,
+	// for `pandastack bench` (admin routes under /v1/admin/bench; nil:
+	// they answer 503).
+	Bench HostBench
 }
 
 // Server serves the API. Create it with New.

@@ -47,6 +47,7 @@ type benchResult struct {
 	TemplateBuildMs int64 `json:"template_build_ms"`
 	// CreateOnly is set when only creates were measured (--create-only).
 	CreateOnly bool `json:"create_only,omitempty"`
+	benchFloors
 }
 
 // runBench: `pandastack bench`, latency of the sandbox lifecycle against a
@@ -62,6 +63,10 @@ func runBench(ctx context.Context, s *streams, args []string) (code int) {
 	compare := p.fs.String("compare", "", "a stored `bench --json` run: print each figure's ratio to it and exit 1 if any is worse than --threshold")
 	threshold := p.fs.Float64("threshold", 1.3, "with --compare: the ratio (now ÷ stored, inverted for throughput) past which a figure has regressed")
 	from := p.fs.String("from", "", "with --compare: compare this stored run instead of measuring one (no server needed)")
+	density := p.fs.Bool("density", false, "instead: start idle sandboxes of --template until --max or the host's memory says stop, and report memory and CPU per idle sandbox and exec latency at that density (admin key)")
+	maxN := p.fs.Int("max", 200, "with --density: the most sandboxes to start")
+	marginMiB := p.fs.Int("margin-mib", 6144, "with --density: stop before the host's MemAvailable falls below this")
+	idleWindow := p.fs.Int("idle-window", 10, "with --density: seconds over which idle CPU is measured")
 	if _, code, ok := p.parse(s, args, 0); !ok {
 		return code
 	}
@@ -84,6 +89,26 @@ func runBench(ctx context.Context, s *streams, args []string) (code int) {
 			return fail(s, err)
 		}
 		printJSON(s.out, res)
+		return 0
+	}
+	if *density {
+		if *maxN < 1 || *marginMiB < 0 || *idleWindow < 1 {
+			fmt.Fprintln(s.err, "error: --max and --idle-window must be at least 1, --margin-mib at least 0")
+			return 2
+		}
+		progress := func(f string, a ...any) { fmt.Fprintf(s.err, f+"\n", a...) }
+		res, err := benchDensity(ctx, c, *tpl, densityLimits{Max: *maxN, MarginKB: int64(*marginMiB) << 10}, time.Duration(*idleWindow)*time.Second, progress)
+		if res != nil {
+			if *asJSON {
+				printJSON(s.out, res)
+			} else {
+				printDensity(s.out, res)
+			}
+		}
+		if err != nil {
+			fmt.Fprintf(s.err, "error: %v\n", err)
+			return 1
+		}
 		return 0
 	}
 	key := p.client.apiKey
@@ -117,6 +142,7 @@ func runBench(ctx context.Context, s *streams, args []string) (code int) {
 	if res.CreateOnly {
 		fmt.Fprintf(s.out, "  %-40s %.1f / %.1f ms  (n=%d)\n", "create → ready (p50 / p99)", res.CreateP50, res.CreateP99, res.Creates)
 		fmt.Fprintf(s.out, "  %-40s %.1f s\n", "template build (as recorded)", float64(res.TemplateBuildMs)/1000)
+		fmt.Fprintf(s.out, "  %-40s %.1f ms  (create ÷ floor %.2f)\n", "floor: bare QEMU restore (p50)", res.RestoreFloor, res.CreateFloorRatio)
 		return 0
 	}
 	rows := [][2]string{
@@ -134,6 +160,15 @@ func runBench(ctx context.Context, s *streams, args []string) (code int) {
 		{"20 parallel creates, all ready", fmt.Sprintf("%.0f ms", res.Parallel20)},
 		{"cold boot of the same template", fmt.Sprintf("%.0f ms", res.ColdBoot)},
 		{"create p50 / cold boot", fmt.Sprintf("%.3f", res.CreateColdRatio)},
+		{"floor: bare QEMU restore (p50 of 5)", fmt.Sprintf("%.1f ms", res.RestoreFloor)},
+		{"floor: 20 bare QEMU restores at once", fmt.Sprintf("%.0f ms", res.Parallel20Floor)},
+		{"floor: spawn /bin/true in the guest", fmt.Sprintf("%.2f ms", res.SpawnFloor)},
+		{"create ÷ restore floor", fmt.Sprintf("%.2f", res.CreateFloorRatio)},
+		{"create + exec ÷ (restore + spawn)", fmt.Sprintf("%.2f", res.CreateExecFloorRatio)},
+		{"warm exec ÷ spawn floor", fmt.Sprintf("%.2f", res.ExecFloorRatio)},
+		{"20 parallel ÷ 20 bare restores", fmt.Sprintf("%.2f", res.Parallel20FloorRatio)},
+		{"wake ÷ restore floor", fmt.Sprintf("%.2f", res.WakeFloorRatio)},
+		{"fork ÷ restore floor", fmt.Sprintf("%.2f", res.ForkFloorRatio)},
 	}
 	for _, r := range rows {
 		fmt.Fprintf(s.out, "  %-40s %s\n", r[0], r[1])
@@ -195,6 +230,9 @@ func bench(ctx context.Context, c *sdk.Client, key, tpl string, n, colds int, cr
 	}
 	if createOnly {
 		res.CreateOnly = true
+		progress("measuring the restore floor...")
+		measureRestoreFloor(ctx, c, tpl, 0, res, progress)
+		res.setRatios()
 		return res, nil
 	}
 
@@ -234,6 +272,10 @@ func bench(ctx context.Context, c *sdk.Client, key, tpl string, n, colds int, cr
 	}
 	res.ExecP50, res.ExecP99 = pct(ex, 50), pct(ex, 99)
 	res.AgentPingP50 = pct(pings, 50)
+	progress("measuring the spawn floor (/bin/true inside the guest)...")
+	if res.SpawnFloor, err = spawnFloor(ctx, sb); err != nil {
+		return nil, fmt.Errorf("spawn floor: %w", err)
+	}
 
 	progress("measuring HTTP through the sandbox port proxy...")
 	if res.ProxyHTTPP50, err = benchProxy(ctx, c, key, sb); err != nil {
@@ -307,6 +349,10 @@ func bench(ctx context.Context, c *sdk.Client, key, tpl string, n, colds int, cr
 		_ = sb.Kill(ctx)
 	}
 	all = nil
+	progress("measuring the restore floors (bare QEMU restores on the server's host: 5 one by one, 20 at once)...")
+	time.Sleep(time.Second)
+	measureRestoreFloor(ctx, c, tpl, 20, res, progress)
+	res.setRatios()
 
 	progress("measuring cold boot (%d)...", colds)
 	var cb []float64
@@ -379,7 +425,9 @@ func benchProxy(ctx context.Context, c *sdk.Client, key string, sb *sdk.Sandbox)
 		}
 		return nil
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	// On a loaded host the server can take half a minute to listen
+	// (measured 28 s at load average 14): wait up to 90 s.
+	deadline := time.Now().Add(90 * time.Second)
 	for get() != nil {
 		if time.Now().After(deadline) {
 			return 0, get()

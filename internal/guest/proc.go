@@ -136,15 +136,24 @@ func (t *procTable) fillCgroups() {
 	}
 }
 
+// reapSafetyNet is how often reap looks for exited children without a
+// SIGCHLD. Every child's exit sends one and reapOnce collects all that
+// exited, so this only guards against the unforeseen; it is long because
+// an idle guest must not wake up (each wakeup costs the host CPU, under
+// TCG most of all: see qemu.KernelCmdline).
+const reapSafetyNet = time.Minute
+
 // reap collects exit statuses forever.
 func (t *procTable) reap() {
 	ch := make(chan os.Signal, 64)
 	signal.Notify(ch, syscall.SIGCHLD)
+	safety := time.NewTicker(reapSafetyNet)
+	defer safety.Stop()
 	for {
 		t.reapOnce()
 		select {
 		case <-ch:
-		case <-time.After(time.Second):
+		case <-safety.C:
 		}
 	}
 }

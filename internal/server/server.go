@@ -23,6 +23,7 @@ import (
 	"github.com/pandastack/pandastack/internal/ca"
 	"github.com/pandastack/pandastack/internal/cowfs"
 	"github.com/pandastack/pandastack/internal/hostagent"
+	"github.com/pandastack/pandastack/internal/hostbench"
 	"github.com/pandastack/pandastack/internal/network"
 	"github.com/pandastack/pandastack/internal/objstore/objurl"
 	"github.com/pandastack/pandastack/internal/quotas"
@@ -127,6 +128,10 @@ type Server struct {
 	// registry keeps templates per team in the store (builder holds the
 	// builds' files); see templates.go.
 	registry *registry.Registry
+
+	// bench measures restore floors and VM processes' cost for the
+	// bench's admin routes.
+	bench *hostbench.Bench
 }
 
 // FindAgent locates the pandastack-guest binary: beside the running
@@ -277,6 +282,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.builder.UseDriver(drv)
+	s.bench = hostbench.New(hostbench.Config{Driver: drv, Templates: s.builder, Logger: log})
 	hcfg.Driver = drv
 	s.agent = hostagent.New(hcfg)
 	s.engine = sandboxes.NewEngine(sandboxes.EngineConfig{Store: store, Host: s.agent, Logger: log, Archive: s.archive})
@@ -365,7 +371,7 @@ func (s *Server) setBuild(name, st string) {
 func (s *Server) Handler() http.Handler {
 	return api.New(api.Config{Store: s.store, Engine: registry.Engine{Engine: s.engine, Registry: s.registry}, Builder: s.builder, Templates: s.registry, Logger: s.log,
 		Quotas: s.quotas, SandboxDomain: s.cfg.SandboxDomain, Network: s.apiNetwork(),
-		ProxySecret: s.proxySecret, Archive: s.archive, Hosts: s.hosts, CACert: s.caPEM()}).Handler()
+		ProxySecret: s.proxySecret, Archive: s.archive, Hosts: s.hosts, CACert: s.caPEM(), Bench: s.bench}).Handler()
 }
 
 // Routes is the route table services register hostnames in (the HTTP

@@ -25,3 +25,55 @@ func (c *Client) ColdBoot(ctx context.Context, template string) (float64, error)
 	err := c.do(ctx, request{method: "POST", path: "/v1/templates/" + url.PathEscape(template) + "/coldboot"}, &out)
 	return out.ColdBootMs, err
 }
+
+// BenchFloor is what the VMM alone takes to restore a template on the
+// server's host (POST /v1/admin/bench/floor).
+type BenchFloor struct {
+	Template      string    `json:"template"`
+	Accel         string    `json:"accel"`
+	RestoreP50Ms  float64   `json:"restore_p50_ms"`
+	RestoreMs     []float64 `json:"restore_ms"`
+	Parallel      int       `json:"parallel"`
+	ParallelMs    float64   `json:"parallel_ms"`
+	ParallelP50Ms float64   `json:"parallel_p50_ms"`
+}
+
+// BenchFloor restores template bare on the server's host (no network, no
+// guest agent; admin keys only): sequential restores one at a time, then
+// parallel at once, each timed from QEMU's exec until the VM runs.
+func (c *Client) BenchFloor(ctx context.Context, template string, sequential, parallel int) (*BenchFloor, error) {
+	var out BenchFloor
+	body := map[string]any{"template": template, "sequential": sequential, "parallel": parallel}
+	err := c.do(ctx, request{method: "POST", path: "/v1/admin/bench/floor", body: body}, &out)
+	return &out, err
+}
+
+// BenchUsage is one reading of the server host's memory and CPU and of
+// every VM process on it (GET /v1/admin/bench/usage).
+type BenchUsage struct {
+	CPUs           int            `json:"cpus"`
+	MemTotalKB     int64          `json:"mem_total_kb"`
+	MemAvailableKB int64          `json:"mem_available_kb"`
+	HostBusyMs     float64        `json:"host_busy_ms"`
+	HostTotalMs    float64        `json:"host_total_ms"`
+	Machines       []BenchProcess `json:"machines"`
+}
+
+// BenchProcess is one VM's QEMU process: its proportional set size (pages
+// shared with other VMs count divided among them) and its user+system CPU
+// time since it started.
+type BenchProcess struct {
+	ID    string  `json:"id"`
+	PID   int     `json:"pid"`
+	PSSKB int64   `json:"pss_kb"`
+	RSSKB int64   `json:"rss_kb"`
+	CPUMs float64 `json:"cpu_ms"`
+}
+
+// BenchUsage reads the server host's memory and CPU and each VM process's
+// proportional set size and CPU time so far (admin keys only).
+func (c *Client) BenchUsage(ctx context.Context) (*BenchUsage, error) {
+	var out BenchUsage
+	err := c.do(ctx, request{method: "GET", path: "/v1/admin/bench/usage"}, &out)
+	return &out, err
+}

@@ -121,19 +121,39 @@ func buildArgs(s argSpec) []string {
 // DefaultCmdline is the guest kernel command line for PandaStack images.
 const DefaultCmdline = "console=ttyS0 quiet loglevel=3 panic=-1 random.trust_cpu=on rdinit=/init root=/dev/vda rw"
 
-// KernelCmdline is the guest kernel command line for accel. Under TCG the
-// guest's TSC runs at the host's rate, and the kernel's calibration against
-// the emulated PIT fails now and then on a busy host (it then marks the TSC
-// unstable and stalls early in boot): so the host's TSC rate is given to it.
+// KernelCmdline is the guest kernel command line for accel. Under KVM the
+// guest has kvm-clock (a stable clocksource: it goes tickless when idle)
+// and the default line. Under TCG:
+//
+//   - tsc_early_khz: the guest's TSC runs at the host's rate, and the
+//     kernel's calibration against the emulated PIT fails now and then on
+//     a busy host (it then marks the TSC unstable and stalls early in
+//     boot): so the host's TSC rate is given to it.
+//   - tsc=reliable: microvm has no HPET and no ACPI PM timer, so the
+//     clocksource watchdog checks the TSC against jiffies, which an
+//     emulated, descheduled guest loses; it then marks the TSC unstable
+//     and falls back to refined-jiffies, a clocksource that cannot run
+//     high-resolution timers, so the guest never stops its 250 Hz tick
+//     when idle (measured: ~250 timer interrupts a second and ~5 % of a
+//     host core per idle sandbox on a loaded 2-core host). Under TCG the
+//     guest TSC is the host's TSC plus an offset that migration carries
+//     (a restore resumes it where the save left it): it is the better
+//     clock of the two. Trusted, it stays the clocksource, and an idle
+//     guest goes tickless.
 func KernelCmdline(accel pandastack.Accel) string {
 	if accel != pandastack.AccelTCG {
 		return DefaultCmdline
 	}
+	line := DefaultCmdline + " " + tcgClockArgs
 	if khz := hostTSCkHz(); khz > 0 {
-		return fmt.Sprintf("%s tsc_early_khz=%d", DefaultCmdline, khz)
+		return fmt.Sprintf("%s tsc_early_khz=%d", line, khz)
 	}
-	return DefaultCmdline
+	return line
 }
+
+// tcgClockArgs make a TCG guest keep its TSC as its clocksource (see
+// KernelCmdline).
+const tcgClockArgs = "tsc=reliable"
 
 // hostTSCkHz reads the host's clock rate from /proc/cpuinfo (with a constant
 // TSC, the TSC rate).
@@ -156,7 +176,11 @@ func hostTSCkHz() int {
 // CPUModel is the virtual CPU for accel: the host's own under KVM. Under
 // TCG, an x86-64-v2 CPU without AVX: guest libraries then pick SSE code
 // paths, which the emulator translates and runs faster (measured: create
-// 66 → 50 ms, warm exec 37 → 27 ms against "max").
+// 66 → 50 ms, warm exec 37 → 27 ms against "max"). With ARAT (the local
+// APIC timer keeps running in deep idle): without it the guest kernel
+// needs a broadcast timer (an HPET, which microvm lacks) before it will
+// use one-shot timers, so it keeps its periodic tick and never goes idle
+// tickless, whatever its clocksource (see KernelCmdline).
 func CPUModel(accel pandastack.Accel) string {
 	if v := os.Getenv("PANDASTACK_QEMU_CPU"); v != "" {
 		return v
@@ -164,7 +188,7 @@ func CPUModel(accel pandastack.Accel) string {
 	if accel == pandastack.AccelKVM {
 		return "host"
 	}
-	return "qemu64,+ssse3,+sse4.1,+sse4.2,+popcnt"
+	return "qemu64,+ssse3,+sse4.1,+sse4.2,+popcnt,+arat"
 }
 
 // guestMAC is the NIC's address in every VM: clones keep it (each lives in

@@ -66,6 +66,11 @@ type vm struct {
 	cmd     *exec.Cmd // nil for a recovered VM
 	q       *qmp
 	exited  chan struct{}
+	// noNet: started without the host's network (a bench floor, see
+	// floor.go): there is nothing to release when it ends.
+	noNet bool
+	// started is when its QEMU process was executed.
+	started time.Time
 
 	mu     sync.Mutex
 	agent  net.Conn // connected before the state load, handed out once
@@ -97,6 +102,12 @@ func (v *vm) AgentConn(ctx context.Context) (net.Conn, error) {
 // (released on failure or when the VM ends). files are passed to QEMU as
 // fds 3, 4, ...
 func (d *Driver) start(ctx context.Context, id string, uid int, args []string, snapKey string, m vmm.Machine, files ...*os.File) (*vm, error) {
+	return d.startVM(ctx, id, uid, args, snapKey, m, true, files...)
+}
+
+// startVM is start; without withNet the VM's NIC gets no host side even
+// when the driver has a network.
+func (d *Driver) startVM(ctx context.Context, id string, uid int, args []string, snapKey string, m vmm.Machine, withNet bool, files ...*os.File) (*vm, error) {
 	dir := filepath.Join(d.cfg.Dir, id)
 	if len(filepath.Join(dir, agentSock)) > 107 {
 		d.releaseUID(uid)
@@ -106,7 +117,7 @@ func (d *Driver) start(ctx context.Context, id string, uid int, args []string, s
 		d.releaseUID(uid)
 		return nil, fmt.Errorf("create vm dir: %w", err)
 	}
-	v := &vm{d: d, id: id, name: id, dir: dir, uid: uid, snapKey: snapKey, machine: m, exited: make(chan struct{})}
+	v := &vm{d: d, id: id, name: id, dir: dir, uid: uid, snapKey: snapKey, machine: m, exited: make(chan struct{}), noNet: !withNet}
 	if uid > 0 {
 		if err := os.Chown(dir, uid, uid); err != nil {
 			d.releaseUID(uid)
@@ -130,7 +141,7 @@ func (d *Driver) start(ctx context.Context, id string, uid int, args []string, s
 	if uid > 0 {
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid), Groups: d.groups}
 	}
-	if d.cfg.Network != nil {
+	if withNet && d.cfg.Network != nil {
 		tap, err := d.cfg.Network.Attach(ctx, id)
 		if err != nil {
 			d.releaseUID(uid)
@@ -142,9 +153,10 @@ func (d *Driver) start(ctx context.Context, id string, uid int, args []string, s
 	} else {
 		cmd.Args = append(cmd.Args, nicArgs(-1)...)
 	}
+	v.started = time.Now()
 	if err := cmd.Start(); err != nil {
 		d.releaseUID(uid)
-		d.releaseNet(id)
+		v.releaseNet()
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("start qemu: %w", err)
 	}
@@ -152,7 +164,7 @@ func (d *Driver) start(ctx context.Context, id string, uid int, args []string, s
 	// The network goes with the process, however it ends (kill, hibernate,
 	// crash), before anyone waiting on exited is told. It is keyed by the
 	// VM's first id, its QEMU -name, which a rename does not change.
-	go func() { _ = cmd.Wait(); d.releaseNet(v.netID()); close(v.exited) }()
+	go func() { _ = cmd.Wait(); v.releaseNet(); close(v.exited) }()
 	if err := v.writeMeta(); err != nil {
 		v.Kill(context.Background())
 		return nil, err
@@ -209,6 +221,13 @@ func (v *vm) netID() string {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return v.id
+}
+
+// releaseNet removes the VM's network, if it has one.
+func (v *vm) releaseNet() {
+	if !v.noNet {
+		v.d.releaseNet(v.netID())
+	}
 }
 
 // releaseNet removes a VM's network, if the driver gives VMs one.
@@ -329,7 +348,7 @@ func (v *vm) Kill(ctx context.Context) error {
 		return fmt.Errorf("kill vm %s: process %d did not exit", v.id, v.pid)
 	}
 	v.d.releaseUID(v.uid)
-	v.d.releaseNet(v.netID()) // a recovered VM is not our child: its exit released nothing
+	v.releaseNet() // a recovered VM is not our child: its exit released nothing
 	if err := os.RemoveAll(v.dir); err != nil {
 		return fmt.Errorf("remove vm dir: %w", err)
 	}

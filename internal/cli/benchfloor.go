@@ -1,0 +1,94 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	sdk "github.com/pandastack/pandastack/sdk/go"
+)
+
+// benchFloors are the floors a run's figures stand on, measured in the same
+// run on the same host: a bare QEMU restore of the template (no network, no
+// guest agent; the VMM's own cost, measured by the server on its host), 20
+// of them at once, and a process spawn inside an already-running guest.
+type benchFloors struct {
+	RestoreFloor    float64 `json:"restore_floor_ms"`
+	Parallel20Floor float64 `json:"parallel20_floor_ms"`
+	SpawnFloor      float64 `json:"spawn_floor_ms"`
+	// Each figure ÷ its floor: how far above what the VMM and the guest
+	// take alone the platform is. Ratios in one run survive the drift of
+	// a shared machine; figures across runs do not.
+	CreateFloorRatio     float64 `json:"create_floor_ratio"`
+	CreateExecFloorRatio float64 `json:"create_exec_floor_ratio"`
+	ExecFloorRatio       float64 `json:"exec_floor_ratio"`
+	Parallel20FloorRatio float64 `json:"parallel20_floor_ratio"`
+	WakeFloorRatio       float64 `json:"wake_floor_ratio"`
+	ForkFloorRatio       float64 `json:"fork_floor_ratio"`
+}
+
+// spawnLoops is how many /bin/true the spawn floor runs in the guest.
+const spawnLoops = 50
+
+// spawnScript times spawnLoops fork+execs of /bin/true from a shell inside
+// the guest, with the guest's clock, and prints the mean in microseconds.
+var spawnScript = fmt.Sprintf(`s=$(date +%%s%%N); i=0; while [ $i -lt %d ]; do /bin/true; i=$((i+1)); done; e=$(date +%%s%%N); echo $(( (e - s) / %d000 ))`, spawnLoops, spawnLoops)
+
+// spawnFloor measures a process spawn inside sb's guest, in ms: the median
+// of three runs of spawnScript.
+func spawnFloor(ctx context.Context, sb *sdk.Sandbox) (float64, error) {
+	var xs []float64
+	for i := 0; i < 3; i++ {
+		r, err := sb.Exec(ctx, spawnScript, sdk.ExecOptions{TimeoutSeconds: 60})
+		if err != nil {
+			return 0, err
+		}
+		if r.ExitCode != 0 {
+			return 0, fmt.Errorf("spawn loop exited %d: %s", r.ExitCode, r.Stderr)
+		}
+		us, err := strconv.ParseFloat(strings.TrimSpace(string(r.Stdout)), 64)
+		if err != nil || us <= 0 {
+			return 0, fmt.Errorf("spawn loop printed %q", r.Stdout)
+		}
+		xs = append(xs, us/1000)
+	}
+	return pct(xs, 50), nil
+}
+
+// ratio is a ÷ b, or 0 (not measured) when either is missing.
+func ratio(a, b float64) float64 {
+	if a <= 0 || b <= 0 {
+		return 0
+	}
+	return a / b
+}
+
+// setRatios fills in each figure's ratio to its floor. Create and create +
+// exec stand on a restore (and a spawn); wake and fork are restores too.
+func (res *benchResult) setRatios() {
+	f := &res.benchFloors
+	f.CreateFloorRatio = ratio(res.CreateP50, f.RestoreFloor)
+	if f.RestoreFloor > 0 && f.SpawnFloor > 0 {
+		f.CreateExecFloorRatio = ratio(res.CreateExecP50, f.RestoreFloor+f.SpawnFloor)
+	}
+	f.ExecFloorRatio = ratio(res.ExecP50, f.SpawnFloor)
+	f.Parallel20FloorRatio = ratio(res.Parallel20, f.Parallel20Floor)
+	f.WakeFloorRatio = ratio(res.WakeP50, f.RestoreFloor)
+	f.ForkFloorRatio = ratio(res.ForkP50, f.RestoreFloor)
+}
+
+// measureRestoreFloor asks the server for the restore floors (admin key):
+// 5 bare restores one at a time and parallel at once (0: none). A server
+// or key that cannot measure them leaves them 0 and says so.
+func measureRestoreFloor(ctx context.Context, c *sdk.Client, tpl string, parallel int, res *benchResult, progress func(string, ...any)) {
+	f, err := c.BenchFloor(ctx, tpl, 5, parallel)
+	if err != nil {
+		progress("no restore floor (it needs an admin key and a server that measures on its host): %v", err)
+		return
+	}
+	res.RestoreFloor = f.RestoreP50Ms
+	if parallel == 20 {
+		res.Parallel20Floor = f.ParallelMs
+	}
+}

@@ -1,0 +1,152 @@
+// Package hostbench measures, on the host, what `pandastack bench` cannot
+// see through the API: the floor a create stands on (bare VMM restores of
+// a template's snapshot, no network, no guest agent) and what each VM
+// process costs the host (memory by PSS, CPU time). The API serves both to
+// admin keys (POST /v1/admin/bench/floor, GET /v1/admin/bench/usage), so
+// the bench stays a client of the API and runs on the host's own numbers.
+package hostbench
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"time"
+
+	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/vmm"
+)
+
+// Restorer restores snapshots bare: the QEMU driver (qemu.Driver).
+type Restorer interface {
+	// BareRestores restores snap n times at once with no network and no
+	// agent handshake, and ends them: each one's time from exec to running,
+	// and the time until the last one ran.
+	BareRestores(ctx context.Context, snap vmm.Snapshot, n int) ([]time.Duration, time.Duration, error)
+	// Processes maps every VM id with a live process to its pid.
+	Processes() (map[string]int, error)
+	Accel() pandastack.Accel
+}
+
+// Templates finds a template's snapshot (templates.Builder).
+type Templates interface {
+	Snapshot(ctx context.Context, ref string) (vmm.Snapshot, pandastack.Template, error)
+}
+
+// Config configures a Bench.
+type Config struct {
+	Driver    Restorer
+	Templates Templates
+	Logger    *slog.Logger
+	// Proc is the proc filesystem (default /proc; tests point it at files).
+	Proc string
+}
+
+// Bench serves the host-side measurements.
+type Bench struct {
+	cfg Config
+	log *slog.Logger
+}
+
+// New makes a Bench.
+func New(cfg Config) *Bench {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Proc == "" {
+		cfg.Proc = "/proc"
+	}
+	return &Bench{cfg: cfg, log: cfg.Logger}
+}
+
+// FloorRequest says what to measure.
+type FloorRequest struct {
+	Template string `json:"template"`
+	// Sequential is how many single bare restores to time, one after the
+	// other (default 5, at most 50).
+	Sequential int `json:"sequential"`
+	// Parallel is how many bare restores to start at once (default 20, at
+	// most 50; 0 measures none).
+	Parallel int `json:"parallel"`
+}
+
+// Floor is what the VMM alone takes to restore a template.
+type Floor struct {
+	Template string           `json:"template"`
+	Accel    pandastack.Accel `json:"accel"`
+	// RestoreP50Ms is the median of the sequential restores, from QEMU's
+	// exec until QMP says the VM runs.
+	RestoreP50Ms float64   `json:"restore_p50_ms"`
+	RestoreMs    []float64 `json:"restore_ms"`
+	Parallel     int       `json:"parallel"`
+	// ParallelMs is how long Parallel restores started at once took until
+	// the last one ran; ParallelP50Ms is the median of their own times.
+	ParallelMs    float64 `json:"parallel_ms"`
+	ParallelP50Ms float64 `json:"parallel_p50_ms"`
+}
+
+// maxFloor caps a floor request's counts (each is a QEMU process).
+const maxFloor = 50
+
+// Validate fills in defaults and refuses what is out of bounds.
+func (r *FloorRequest) Validate() error {
+	if r.Template == "" {
+		r.Template = "base"
+	}
+	if r.Sequential == 0 {
+		r.Sequential = 5
+	}
+	if r.Sequential < 1 || r.Sequential > maxFloor {
+		return pandastack.Errorf(pandastack.EInvalid, "sequential must be between 1 and %d", maxFloor)
+	}
+	if r.Parallel < 0 || r.Parallel > maxFloor {
+		return pandastack.Errorf(pandastack.EInvalid, "parallel must be between 0 and %d", maxFloor)
+	}
+	return nil
+}
+
+// Floor restores the template bare, r.Sequential times one by one, then
+// r.Parallel times at once.
+func (b *Bench) Floor(ctx context.Context, r FloorRequest) (Floor, error) {
+	if err := r.Validate(); err != nil {
+		return Floor{}, err
+	}
+	snap, _, err := b.cfg.Templates.Snapshot(ctx, r.Template)
+	if err != nil {
+		return Floor{}, err
+	}
+	f := Floor{Template: r.Template, Accel: b.cfg.Driver.Accel(), Parallel: r.Parallel}
+	for i := 0; i < r.Sequential; i++ {
+		each, _, err := b.cfg.Driver.BareRestores(ctx, snap, 1)
+		if err != nil {
+			return Floor{}, fmt.Errorf("measure restore floor of %s: %w", r.Template, err)
+		}
+		f.RestoreMs = append(f.RestoreMs, ms(each[0]))
+	}
+	f.RestoreP50Ms = median(f.RestoreMs)
+	if r.Parallel > 0 {
+		each, wall, err := b.cfg.Driver.BareRestores(ctx, snap, r.Parallel)
+		if err != nil {
+			return Floor{}, fmt.Errorf("measure parallel restore floor of %s: %w", r.Template, err)
+		}
+		var xs []float64
+		for _, d := range each {
+			xs = append(xs, ms(d))
+		}
+		f.ParallelMs, f.ParallelP50Ms = ms(wall), median(xs)
+	}
+	b.log.Info("bench floor", "template", r.Template, "restore_p50_ms", f.RestoreP50Ms, "parallel", f.Parallel, "parallel_ms", f.ParallelMs)
+	return f, nil
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// median is the nearest-rank 50th percentile (0 for none).
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	return s[(len(s)+1)/2-1]
+}

@@ -1,0 +1,94 @@
+package qemu_test
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/vmm"
+)
+
+// TestBareRestoresLeaveNothing: bare restores (the bench's floor) run, are
+// timed from exec to running, and leave no process, directory or uid.
+func TestBareRestoresLeaveNothing(t *testing.T) {
+	s := template(t)
+	dir := vmDir(t)
+	d := newDriver(t, dir)
+	each, wall, err := d.BareRestores(context.Background(), s, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(each) != 3 {
+		t.Fatalf("%d timings for 3 restores", len(each))
+	}
+	for _, e := range each {
+		if e <= 0 || e > wall {
+			t.Fatalf("restore took %v of a %v run", e, wall)
+		}
+	}
+	if n := qemuPIDs(dir); n != 0 {
+		t.Fatalf("%d QEMU processes left", n)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Fatalf("%d VM directories left", len(ents))
+	}
+	if ps, err := d.Processes(); err != nil || len(ps) != 0 {
+		t.Fatalf("processes after the floor: %v, %v", ps, err)
+	}
+}
+
+// TestProcessesListsRunningVMs: Processes maps a restored VM's id to its
+// QEMU pid (the bench reads each sandbox's PSS and CPU time by it).
+func TestProcessesListsRunningVMs(t *testing.T) {
+	s := template(t)
+	d := newDriver(t, vmDir(t))
+	v, err := d.Restore(context.Background(), s, vmm.RestoreOptions{ID: "sbx_processes"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { v.Kill(context.Background()) })
+	ps, err := d.Processes()
+	if err != nil || ps["sbx_processes"] != v.PID() {
+		t.Fatalf("processes = %v, %v; want sbx_processes → %d", ps, err, v.PID())
+	}
+}
+
+// TestIdleGuestIsTickless: a restored guest runs on a clocksource that
+// supports high-resolution timers and has them on, so when idle it stops
+// its periodic tick (on refined-jiffies, or without one-shot timers, it
+// takes 250 timer interrupts a second and costs the host CPU while doing
+// nothing).
+func TestIdleGuestIsTickless(t *testing.T) {
+	s := template(t)
+	d := newDriver(t, vmDir(t))
+	v, err := d.Restore(context.Background(), s, vmm.RestoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { v.Kill(context.Background()) })
+	cl := agent(t, v)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var out strings.Builder
+	_, err = cl.Exec(ctx, pandastack.ExecRequest{Cmd: "cat /sys/devices/system/clocksource/clocksource0/current_clocksource; grep -m1 hres_active /proc/timer_list; grep -m1 nohz_mode /proc/timer_list"},
+		nil, func(ev pandastack.ExecEvent) error {
+			if ev.Type == "stdout" {
+				out.Write(ev.Data)
+			}
+			return nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Fields(out.String())
+	got := strings.Join(lines, " ")
+	if strings.Contains(got, "jiffies") {
+		t.Fatalf("the guest runs on a jiffies clocksource (no high-resolution timers): %s", got)
+	}
+	if !strings.Contains(got, "hres_active : 1") || !strings.Contains(got, "nohz_mode : 2") {
+		t.Fatalf("the guest has no high-resolution timers or no tickless idle (nohz_mode 2): %s", got)
+	}
+}
