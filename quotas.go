@@ -17,6 +17,11 @@ type QuotaOverrides struct {
 	MaxConcurrentBuilds *int     `json:"max_concurrent_builds,omitempty"`
 	MaxVCPUs            *int     `json:"max_vcpus,omitempty"`
 	MaxMemoryMiB        *int     `json:"max_memory_mib,omitempty"`
+	// MaxDiskGiB bounds the disk a team holds on the host: the root disks
+	// of its live sandboxes (their full size), the saved memory of its
+	// hibernated ones, its volumes (their size) and its snapshots (their
+	// bytes measured at save).
+	MaxDiskGiB *int `json:"max_disk_gib,omitempty"`
 	RequestsPerSecond   *float64 `json:"requests_per_second,omitempty"`
 	Burst               *int     `json:"burst,omitempty"`
 }
