@@ -35,6 +35,9 @@ type Config struct {
 	Driver      vmm.Driver
 	AgentPath   string // the pandastack-guest binary (static)
 	Logger      *slog.Logger
+	// MaxSizeVariants bounds the size variants kept of each template
+	// build (0: DefaultMaxSizeVariants; below 0: no bound).
+	MaxSizeVariants int
 }
 
 // Builder builds templates: the host half of templates (the registry, in
