@@ -1,7 +1,10 @@
 // Package quotas keeps each team within its limits: how many sandboxes,
 // service machines, snapshots, volumes and template builds it may hold at
-// once, how many vCPUs and how much memory its live sandboxes may use, and
-// how many API requests per second each of its keys may send.
+// once, how many vCPUs and how much memory its live sandboxes may use, how
+// much disk it holds on the host (max_disk_gib), and how many API requests
+// per second each of its keys may send. Every reservation also asks the
+// host's storage reserve (Config.Space), which refuses any new allocation
+// with insufficient_storage once the VM filesystem is at it.
 //
 // A team's limits are the server's defaults (Defaults protects one 2-core,
 // 24 GiB host) with the overrides an admin stored for the team on top
