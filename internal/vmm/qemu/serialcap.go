@@ -3,12 +3,15 @@ package qemu
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // DefaultMaxSerialLog caps each VM's serial console log (serial.log in its
@@ -48,31 +51,95 @@ func (d *Driver) capSerialLogs(ctx context.Context, max int64) {
 	}
 }
 
-// capLog cuts the log at path to its newest max/2 bytes (from a line
-// start) behind a marker line when it is longer than max, and returns how
-// many bytes it cut. QEMU appends to the log (append=on), so its writes
-// go on after the kept tail; a few bytes written while the log is cut may
-// be lost, which is fine for a console log. The directory is the VM
-// uid's: the log is opened without following a symlink, and only a plain
-// file of its own is touched.
+// capLog cuts the log at path to about its newest max/2 bytes behind a
+// marker line when it is longer than max, and returns how many bytes it
+// cut. The VM's directory is its uid's: the log is opened without
+// following a symlink, and only a plain file of its own is touched.
+//
+// On XFS and ext4 the head is cut in place (FALLOC_FL_COLLAPSE_RANGE, at
+// block boundaries) and the marker put in front (FALLOC_FL_INSERT_RANGE):
+// the kernel orders both with QEMU's appends, so nothing QEMU writes
+// meanwhile is lost or lands before the marker. Elsewhere the log is
+// rewritten (capByRewrite).
 func capLog(path string, max int64) (int64, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if os.IsNotExist(err) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("open %s: %w", path, err)
+	f, size, err := openLog(path, os.O_RDWR)
+	if f == nil || err != nil {
+		return 0, err
 	}
 	defer f.Close()
+	if size <= max {
+		return 0, nil
+	}
+	var sfs unix.Statfs_t
+	if err := unix.Fstatfs(int(f.Fd()), &sfs); err != nil {
+		return 0, fmt.Errorf("statfs %s: %w", path, err)
+	}
+	blk := sfs.Bsize
+	cut := (size - max/2) / blk * blk
+	if blk <= 0 || blk > max/4 || cut <= 0 {
+		return capByRewrite(path, max)
+	}
+	err = unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_COLLAPSE_RANGE, 0, cut)
+	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EINVAL) {
+		return capByRewrite(path, max)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("cut the head of %s: %w", path, err)
+	}
+	if err := unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_INSERT_RANGE, 0, blk); err != nil {
+		return cut, nil // cut, without a marker
+	}
+	if _, err := f.WriteAt(marker(max, cut, int(blk)), 0); err != nil {
+		return cut, fmt.Errorf("mark %s: %w", path, err)
+	}
+	return cut, nil
+}
+
+// marker is the line put in front of a capped log, padded with spaces to
+// n bytes (n = 0: not padded).
+func marker(max, cut int64, n int) []byte {
+	m := []byte(fmt.Sprintf("[pandastack: console log capped at %d bytes: %d earlier bytes were cut]", max, cut))
+	if len(m)+1 < n {
+		m = append(m, bytes.Repeat([]byte(" "), n-len(m)-1)...)
+	}
+	return append(m, '\n')
+}
+
+// openLog opens the log at path (nil, no error, when there is none) if it
+// is a plain file with one link, and returns its size.
+func openLog(path string, flag int) (*os.File, int64, error) {
+	f, err := os.OpenFile(path, flag|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if os.IsNotExist(err) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("open %s: %w", path, err)
+	}
 	fi, err := f.Stat()
 	if err != nil {
-		return 0, fmt.Errorf("stat %s: %w", path, err)
+		f.Close()
+		return nil, 0, fmt.Errorf("stat %s: %w", path, err)
 	}
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !fi.Mode().IsRegular() || !ok || st.Nlink != 1 {
-		return 0, fmt.Errorf("%s is not a plain file of its own: left alone", path)
+		f.Close()
+		return nil, 0, fmt.Errorf("%s is not a plain file of its own: left alone", path)
 	}
-	size := fi.Size()
+	return f, fi.Size(), nil
+}
+
+// capByRewrite cuts the log at path to its newest max/2 bytes (from a line
+// start) behind a marker line: it reads the tail, empties the file and
+// appends marker and tail. QEMU appends too (append=on), so its writes go
+// on after them; what it writes while the log is cut may land before the
+// marker or be lost, which is fine for a console log on a filesystem that
+// cannot cut in place.
+func capByRewrite(path string, max int64) (int64, error) {
+	f, size, err := openLog(path, os.O_RDWR|os.O_APPEND)
+	if f == nil || err != nil {
+		return 0, err
+	}
+	defer f.Close()
 	if size <= max {
 		return 0, nil
 	}
@@ -89,8 +156,7 @@ func capLog(path string, max int64) (int64, error) {
 	if err := f.Truncate(0); err != nil {
 		return 0, fmt.Errorf("truncate %s: %w", path, err)
 	}
-	marker := fmt.Sprintf("[pandastack: console log capped at %d bytes: %d earlier bytes were cut]\n", max, cut)
-	if _, err := f.Write(append([]byte(marker), keep...)); err != nil {
+	if _, err := f.Write(append(marker(max, cut, 0), keep...)); err != nil {
 		return cut, fmt.Errorf("write %s: %w", path, err)
 	}
 	return cut, nil
