@@ -177,7 +177,9 @@ func (a *Agent) Create(ctx context.Context, req pandastack.CreateRequest) (panda
 	if err != nil {
 		return pandastack.Sandbox{}, err
 	}
-	if a.cfg.PoolSize > 0 {
+	// Pools are kept for templates at their own size only: a pool per size
+	// variant any team asks for would keep idle QEMUs forever.
+	if a.cfg.PoolSize > 0 && req.CPUs == 0 && req.MemoryMiB == 0 && req.DiskGiB == 0 {
 		a.cfg.Driver.Prewarm(snap, a.cfg.PoolSize)
 	}
 	// Volumes are attached, atomically, under a reserved id before the VM
