@@ -403,6 +403,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	bctx, cancelBuilds := context.WithCancel(ctx)
 	defer cancelBuilds()
 	go func() { _ = s.BuildTemplates(bctx, s.cfg.Templates) }()
+	go s.collectVariants(bctx)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	s.log.Info("serving", "addr", ln.Addr().String(), "data_dir", s.cfg.DataDir, "accel", s.probe.Accel)

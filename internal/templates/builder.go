@@ -51,6 +51,8 @@ type Builder struct {
 	locks map[string]*sync.Mutex
 	// diskSizes caches the virtual size of template disks, by path.
 	diskSizes map[string]int
+	// usedAt is when each size variant was last handed out (variants.go).
+	usedAt map[string]time.Time
 }
 
 var _ pandastack.TemplateBuilder = (*Builder)(nil)

@@ -143,7 +143,7 @@ func (b *Builder) SizedSnapshot(ctx context.Context, ref string, cpus, memMiB, d
 		}
 	}
 	id := hashOf("variant", base, fmt.Sprint(m.CPUs, m.MemoryMiB, diskGiB))
-	if _, err := os.Stat(filepath.Join(b.dir(t.Name, id), "template.json")); err != nil {
+	if !b.takeVariant(t.Name, id) {
 		// One new variant of a build at a time, within the bound.
 		unlock := b.lock(t.Name + "@" + base + "/variants")
 		err := b.newVariant(ctx, t.Name, base, id, m, diskGiB)
@@ -152,6 +152,7 @@ func (b *Builder) SizedSnapshot(ctx context.Context, ref string, cpus, memMiB, d
 			return vmm.Snapshot{}, pandastack.Template{}, err
 		}
 	}
+	b.variantUsed(id)
 	vsnap, vt, err := b.Snapshot(ctx, t.Name+"@"+id)
 	vt.Version = t.Version // a variant is of its build's version
 	return vsnap, vt, err

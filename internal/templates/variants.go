@@ -1,10 +1,12 @@
 package templates
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/pandastack/pandastack"
 )
@@ -72,4 +74,91 @@ func (b *Builder) checkVariants(name, base string) error {
 	return pandastack.Errorf(pandastack.EQuota,
 		"template %s has %d size variants, the server's limit: create at its own size or one of these (%s)",
 		name, len(sizes), strings.Join(sizes, "; "))
+}
+
+// takeVariant reports whether variant id of template name is baked and,
+// if so, marks it used now; under the variant's lock, so CollectVariants
+// either removed it before (and it is baked again) or leaves it alone.
+func (b *Builder) takeVariant(name, id string) bool {
+	defer b.lock(name + "@" + id)()
+	if _, err := os.Stat(filepath.Join(b.dir(name, id), "template.json")); err != nil {
+		return false
+	}
+	b.variantUsed(id)
+	return true
+}
+
+// variantUsed notes that variant id was just handed out for a create:
+// CollectVariants leaves it alone for a while (the create restores from
+// its files after SizedSnapshot returns).
+func (b *Builder) variantUsed(id string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.usedAt == nil {
+		b.usedAt = map[string]time.Time{}
+	}
+	b.usedAt[id] = time.Now()
+}
+
+// CollectVariants removes the size variants that inUse says nothing uses
+// (no live sandbox and no snapshot was made from them) and that were
+// neither baked nor handed out for a create within minAge, and returns
+// the "name@id" of each it removed. A variant is baked again by the next
+// create at its size. Running VMs never map a template's own files (they
+// restore from reflink copies), so removing them takes nothing from a VM.
+func (b *Builder) CollectVariants(ctx context.Context, inUse func(id string) bool, minAge time.Duration) ([]string, error) {
+	names, err := os.ReadDir(b.cfg.TemplateDir)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("list templates: %w", err)
+	}
+	var removed []string
+	for _, n := range names {
+		ids, err := os.ReadDir(filepath.Join(b.cfg.TemplateDir, n.Name()))
+		if err != nil || !n.IsDir() {
+			continue
+		}
+		for _, e := range ids {
+			if ctx.Err() != nil {
+				return removed, ctx.Err()
+			}
+			name, id := n.Name(), e.Name()
+			if ok, err := b.collectVariant(name, id, inUse, minAge); err != nil {
+				return removed, err
+			} else if ok {
+				removed = append(removed, name+"@"+id)
+			}
+		}
+	}
+	return removed, nil
+}
+
+// collectVariant removes variant id of template name if it may go.
+func (b *Builder) collectVariant(name, id string, inUse func(id string) bool, minAge time.Duration) (bool, error) {
+	dir := b.dir(name, id)
+	md, err := readMeta(dir)
+	if err != nil || md.BaseID == "" {
+		return false, nil // not a variant
+	}
+	defer b.lock(name + "@" + id)()
+	fi, err := os.Stat(filepath.Join(dir, "template.json"))
+	if err != nil || time.Since(fi.ModTime()) < minAge {
+		return false, nil // baking, or baked a moment ago
+	}
+	b.mu.Lock()
+	used := b.usedAt[id]
+	b.mu.Unlock()
+	if time.Since(used) < minAge || inUse(id) {
+		return false, nil
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return false, fmt.Errorf("remove size variant %s@%s: %w", name, id, err)
+	}
+	b.mu.Lock()
+	delete(b.usedAt, id)
+	b.mu.Unlock()
+	b.log.Info("size variant removed: unused", "template", name, "variant", id, "size_of", md.BaseID)
+	return true, nil
 }

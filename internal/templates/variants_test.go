@@ -1,9 +1,13 @@
 package templates
 
 import (
+	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/pandastack/pandastack"
 	"github.com/pandastack/pandastack/internal/vmm"
@@ -50,5 +54,54 @@ func TestSizeVariantsAreBounded(t *testing.T) {
 	b.cfg.MaxSizeVariants = -1
 	if err := b.checkVariants("base", "b1"); err != nil {
 		t.Fatalf("no bound: %v", err)
+	}
+}
+
+// Unused size variants go, with nothing else: not the builds, not a
+// variant a live sandbox or snapshot came from, not one baked or handed
+// out for a create a moment ago.
+func TestCollectVariants(t *testing.T) {
+	b := &Builder{cfg: Config{TemplateDir: t.TempDir()}, log: slog.New(slog.DiscardHandler), locks: map[string]*sync.Mutex{}}
+	old := time.Now().Add(-time.Hour)
+	mk := func(name, id, base string, at time.Time) {
+		t.Helper()
+		dir := b.dir(name, id)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := writeMeta(dir, meta{BaseID: base}); err != nil {
+			t.Fatal(err)
+		}
+		if err := writeRecord(dir, record{Machine: vmm.Machine{CPUs: 1, MemoryMiB: 256}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(filepath.Join(dir, "template.json"), at, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mk("base", "b1", "", old)            // a build
+	mk("base", "unused", "b1", old)      // goes
+	mk("base", "live", "b1", old)        // a live sandbox came from it
+	mk("web", "snapped", "w1", old)      // a snapshot came from it
+	mk("web", "fresh", "w1", time.Now()) // just baked
+	mk("web", "taken", "w1", old)
+	if !b.takeVariant("web", "taken") { // handed out for a create
+		t.Fatal("takeVariant of a baked variant = false")
+	}
+	inUse := func(id string) bool { return id == "live" || id == "snapped" }
+	removed, err := b.CollectVariants(t.Context(), inUse, 10*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(removed) != 1 || removed[0] != "base@unused" {
+		t.Fatalf("removed %v, want only base@unused", removed)
+	}
+	for _, d := range []string{"base/b1", "base/live", "web/snapped", "web/fresh", "web/taken"} {
+		if _, err := os.Stat(filepath.Join(b.cfg.TemplateDir, d, "template.json")); err != nil {
+			t.Errorf("%s was removed: %v", d, err)
+		}
+	}
+	if b.takeVariant("base", "unused") {
+		t.Fatal("a removed variant is still handed out: it must be baked again")
 	}
 }
