@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/quotas"
 )
 
 // hibernate saves the sandbox whole and frees its memory and CPU.
@@ -11,6 +12,14 @@ func (s *Server) hibernate(w http.ResponseWriter, r *http.Request) error {
 	sb, err := s.liveSandbox(r)
 	if err != nil {
 		return err
+	}
+	if sb.State == pandastack.StateRunning {
+		// Its memory stays on disk while it sleeps.
+		release, err := s.quotas.Reserve(r.Context(), sb.TeamID, quotas.Usage{DiskMiB: sb.MemoryMiB})
+		if err != nil {
+			return err
+		}
+		defer release()
 	}
 	out, err := s.cfg.Engine.Hibernate(r.Context(), sb.ID)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/diskreserve"
 	"github.com/pandastack/pandastack/internal/quotas"
 )
 
@@ -42,12 +43,15 @@ type quotaResponse struct {
 	quotas.Limits
 	Overridden []string     `json:"overridden"`
 	Usage      quotas.Usage `json:"usage"`
+	// Storage is the host's VM filesystem: its size, free space and the
+	// reserve below which new allocations answer 507. Shown to admins.
+	Storage *diskreserve.Status `json:"storage,omitempty"`
 }
 
 // quotaFields are the names of every limit, in the order responses list
 // them.
 var quotaFields = []string{"max_sandboxes", "max_service_machines", "max_snapshots", "max_volumes",
-	"max_concurrent_builds", "max_vcpus", "max_memory_mib", "requests_per_second", "burst"}
+	"max_concurrent_builds", "max_vcpus", "max_memory_mib", "max_disk_gib", "requests_per_second", "burst"}
 
 func overriddenFields(o pandastack.QuotaOverrides) []string {
 	var m map[string]any
@@ -62,7 +66,7 @@ func overriddenFields(o pandastack.QuotaOverrides) []string {
 	return out
 }
 
-func (s *Server) presentQuotas(ctx context.Context, t pandastack.Team) (quotaResponse, error) {
+func (s *Server) presentQuotas(ctx context.Context, t pandastack.Team, admin bool) (quotaResponse, error) {
 	o, err := s.quotas.Overrides(ctx, t.ID)
 	if err != nil {
 		return quotaResponse{}, wrap(err, "read quotas")
@@ -71,8 +75,16 @@ func (s *Server) presentQuotas(ctx context.Context, t pandastack.Team) (quotaRes
 	if err != nil {
 		return quotaResponse{}, wrap(err, "count usage")
 	}
-	return quotaResponse{Team: t.Name, TeamID: t.ID, Limits: s.quotas.Defaults().With(o),
-		Overridden: overriddenFields(o), Usage: u}, nil
+	out := quotaResponse{Team: t.Name, TeamID: t.ID, Limits: s.quotas.Defaults().With(o),
+		Overridden: overriddenFields(o), Usage: u}
+	if admin && s.cfg.Storage != nil {
+		st, err := s.cfg.Storage.Status()
+		if err != nil {
+			return out, wrap(err, "read storage")
+		}
+		out.Storage = &st
+	}
+	return out, nil
 }
 
 // teamByRef finds a team by id or name.
@@ -96,7 +108,7 @@ func (s *Server) getTeamQuotas(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out, err := s.presentQuotas(r.Context(), t)
+	out, err := s.presentQuotas(r.Context(), t, true)
 	if err != nil {
 		return err
 	}
@@ -106,7 +118,7 @@ func (s *Server) getTeamQuotas(w http.ResponseWriter, r *http.Request) error {
 
 // getOwnQuotas: GET /v1/quotas, the caller's own team's.
 func (s *Server) getOwnQuotas(w http.ResponseWriter, r *http.Request) error {
-	out, err := s.presentQuotas(r.Context(), caller(r).team)
+	out, err := s.presentQuotas(r.Context(), caller(r).team, caller(r).key.Admin)
 	if err != nil {
 		return err
 	}
@@ -138,7 +150,7 @@ func (s *Server) setTeamQuotas(w http.ResponseWriter, r *http.Request) error {
 	}
 	s.log.InfoContext(r.Context(), "team quotas changed", "request_id", requestID(r),
 		"team", t.Name, "team_id", t.ID, "by", caller(r).key.Prefix, "changed", strings.Join(slices.Sorted(maps.Keys(body)), ","))
-	out, err := s.presentQuotas(r.Context(), t)
+	out, err := s.presentQuotas(r.Context(), t, true)
 	if err != nil {
 		return err
 	}
@@ -186,6 +198,8 @@ func applyQuotaFields(o *pandastack.QuotaOverrides, body map[string]json.RawMess
 			o.MaxVCPUs = iv
 		case "max_memory_mib":
 			o.MaxMemoryMiB = iv
+		case "max_disk_gib":
+			o.MaxDiskGiB = iv
 		case "burst":
 			o.Burst = iv
 		}

@@ -110,7 +110,7 @@ func TestTeamQuotasAPI(t *testing.T) {
 func TestAdminTeamHasNoLimits(t *testing.T) {
 	env := apitest.Start(t, withDefaults)
 	q := decode[teamQuotas](t, call(t, env, req{method: "GET", path: "/v1/teams/admin/quotas", key: env.AdminKey}))
-	if q.MaxSandboxes != 0 || q.RequestsPerSecond != 0 || q.MaxMemoryMiB != 0 || len(q.Overridden) != 9 {
+	if q.MaxSandboxes != 0 || q.RequestsPerSecond != 0 || q.MaxMemoryMiB != 0 || len(q.Overridden) != 10 {
 		t.Fatalf("the bootstrap admin team's quotas = %+v, want every limit overridden to 0 (none)", q)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/diskreserve"
 	"github.com/pandastack/pandastack/internal/quotas"
 	"github.com/pandastack/pandastack/internal/sandboxes"
 )
@@ -51,6 +52,9 @@ type Config struct {
 	// MaxServiceMachinesPerTeam). Its limits' requests_per_second also
 	// rate-limit each API key.
 	Quotas *quotas.Service
+	// Storage, when set, is the host's VM storage reserve, shown to admins
+	// in GET quotas (the quota service enforces it).
+	Storage StorageStatus
 	// MaxLiveSandboxesPerTeam caps a team's live sandboxes (service
 	// machines included) when Quotas is nil; 0 means no cap. (With
 	// Quotas, max_sandboxes does this.)
@@ -96,6 +100,12 @@ type Config struct {
 	// for `pandastack bench` (admin routes under /v1/admin/bench; nil:
 	// they answer 503).
 	Bench HostBench
+}
+
+// StorageStatus reads the host's VM filesystem: its size, free space and
+// reserve (*diskreserve.Reserve).
+type StorageStatus interface {
+	Status() (diskreserve.Status, error)
 }
 
 // Server serves the API. Create it with New.

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/quotas"
 )
 
 // SnapshotArchive keeps snapshots in object storage (internal/snaparchive).
@@ -62,6 +63,14 @@ func (s *Server) importSnapshot(w http.ResponseWriter, r *http.Request) error {
 	if s.cfg.Archive == nil {
 		return errNoArchive
 	}
+	// An import is a new snapshot: counted, and refused at the storage
+	// reserve (its size is known only once it is fetched: it counts
+	// against max_disk_gib from then on).
+	release, err := s.quotas.Reserve(r.Context(), caller(r).team.ID, quotas.Usage{Snapshots: 1})
+	if err != nil {
+		return err
+	}
+	defer release()
 	sn, err := s.cfg.Archive.Import(r.Context(), caller(r).team.ID, caller(r).key.Admin, req.ObjectKey, req.Name)
 	if err != nil {
 		return wrap(err, "import snapshot")

@@ -32,7 +32,9 @@ func (s *Server) snapshot(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	release, err := s.quotas.Reserve(r.Context(), sb.TeamID, quotas.Usage{Snapshots: 1})
+	// A snapshot keeps the sandbox's memory and disk as they are now (its
+	// bytes, measured at save, count from then on).
+	release, err := s.quotas.Reserve(r.Context(), sb.TeamID, quotas.Usage{Snapshots: 1, DiskMiB: sb.MemoryMiB + sb.DiskMiB})
 	if err != nil {
 		return err
 	}

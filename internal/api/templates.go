@@ -80,6 +80,9 @@ func (s *Server) buildTemplate(w http.ResponseWriter, r *http.Request) error {
 	if err := checkName("template", name); err != nil {
 		return err
 	}
+	if err := s.quotas.CheckSpace(r.Context()); err != nil {
+		return err
+	}
 	if isTar(r) {
 		return s.buildCustomTemplate(w, r, name)
 	}

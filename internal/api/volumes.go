@@ -29,7 +29,7 @@ func (s *Server) createVolume(w http.ResponseWriter, r *http.Request) error {
 		return invalid("size_mib must be between %d and %d, got %d", pandastack.MinVolumeMiB, pandastack.MaxVolumeMiB, req.SizeMiB)
 	}
 	team := caller(r).team.ID
-	release, err := s.quotas.Reserve(r.Context(), team, quotas.Usage{Volumes: 1})
+	release, err := s.quotas.Reserve(r.Context(), team, quotas.Usage{Volumes: 1, DiskMiB: req.SizeMiB})
 	if err != nil {
 		return err
 	}

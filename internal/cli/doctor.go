@@ -13,6 +13,7 @@ import (
 
 	"github.com/pandastack/pandastack"
 	"github.com/pandastack/pandastack/internal/cowfs"
+	"github.com/pandastack/pandastack/internal/diskreserve"
 	"github.com/pandastack/pandastack/internal/server"
 	"github.com/pandastack/pandastack/internal/templates"
 	"github.com/pandastack/pandastack/internal/vmm/qemu"
@@ -25,6 +26,7 @@ func runDoctor(ctx context.Context, s *streams, args []string) int {
 	fs.SetOutput(s.err)
 	dataDir := fs.String("data-dir", "/var/lib/pandastack", "the server's data directory (the probe uses its kernel cache)")
 	cacheDir := fs.String("cache-dir", "", "the server's build cache, if not DATA/cache")
+	reserveFlag := fs.String("storage-reserve", "auto", "the server's --storage-reserve (free space kept on the VM filesystem)")
 	objStore := fs.String("object-store", os.Getenv("PANDASTACK_OBJECT_STORE"), "the server's --object-store URL (default file://DATA/objects)")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
@@ -109,6 +111,7 @@ func runDoctor(ctx context.Context, s *streams, args []string) int {
 			check("free space for vm files", free >= minCowFree,
 				fmt.Sprintf("%d MiB free in %s (below %d MiB running sandboxes are at risk)", free>>20, cow, minCowFree>>20))
 		}
+		storageReserve(check, cow, *reserveFlag)
 	case os.Getuid() == 0:
 		note("vm storage", "the server will mount an XFS image (reflink) on "+cow)
 	default:
@@ -118,6 +121,30 @@ func runDoctor(ctx context.Context, s *streams, args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// storageReserve reports the server's storage reserve on the VM
+// filesystem cow and fails when free space is at or below it (the server
+// then refuses new sandboxes, snapshots and volumes with 507).
+func storageReserve(check func(string, bool, string), cow, flag string) {
+	spec, err := diskreserve.ParseSpec(flag)
+	if err != nil {
+		check("storage reserve", false, err.Error())
+		return
+	}
+	r, err := diskreserve.New(cow, spec)
+	if err != nil {
+		check("storage reserve", false, err.Error())
+		return
+	}
+	st, err := r.Status()
+	if err != nil {
+		check("storage reserve", false, err.Error())
+		return
+	}
+	check("storage reserve", st.FreeBytes > st.ReserveBytes, fmt.Sprintf(
+		"%d MiB free of %d MiB, reserve %d MiB (--storage-reserve %s): at or below it new allocations answer 507",
+		st.FreeBytes>>20, st.TotalBytes>>20, st.ReserveBytes>>20, flag))
 }
 
 // minCowFree is the free space on the VM file system under which doctor

@@ -81,6 +81,7 @@ func printQuotas(s *streams, q *sdk.Quotas, asJSON bool) {
 	for _, r := range rows {
 		t.row(r.name, limit(r.value), strconv.Itoa(r.used), src(r.name))
 	}
+	t.row("max_disk_gib", limit(q.MaxDiskGiB), fmt.Sprintf("%.1f", float64(u.DiskMiB)/1024), src("max_disk_gib"))
 	rps := "none"
 	if q.RequestsPerSecond > 0 {
 		rps = strconv.FormatFloat(q.RequestsPerSecond, 'g', -1, 64)
@@ -88,12 +89,16 @@ func printQuotas(s *streams, q *sdk.Quotas, asJSON bool) {
 	t.row("requests_per_second", rps, "-", src("requests_per_second"))
 	t.row("burst", limit(q.Burst), "-", src("burst"))
 	t.flush()
+	if st := q.Storage; st != nil {
+		fmt.Fprintf(s.out, "host storage %s: %d MiB free of %d MiB, reserve %d MiB (at or below it new allocations answer 507)\n",
+			st.Dir, st.FreeBytes>>20, st.TotalBytes>>20, st.ReserveBytes>>20)
+	}
 }
 
 func runQuotasSet(ctx context.Context, s *streams, args []string) int {
 	p := newParser("quotas set", "TEAM LIMIT=VALUE...", "Change a team's limits (needs an admin key). VALUE is a number (0: no limit)\n"+
 		"or \"default\" to go back to the server's default. Limits: max_sandboxes,\n"+
-		"max_vcpus, max_memory_mib, max_snapshots, max_volumes, max_service_machines,\n"+
+		"max_vcpus, max_memory_mib, max_disk_gib, max_snapshots, max_volumes, max_service_machines,\n"+
 		"max_concurrent_builds, requests_per_second, burst.\n\n"+
 		"  pandastack quotas set acme max_sandboxes=50 requests_per_second=20\n"+
 		"  pandastack quotas set acme max_sandboxes=default").withClient(ctx)
@@ -124,7 +129,7 @@ func quotaUpdate(args []string) (sdk.QuotaUpdate, error) {
 		"max_sandboxes": &u.MaxSandboxes, "max_service_machines": &u.MaxServiceMachines,
 		"max_snapshots": &u.MaxSnapshots, "max_volumes": &u.MaxVolumes,
 		"max_concurrent_builds": &u.MaxConcurrentBuilds, "max_vcpus": &u.MaxVCPUs,
-		"max_memory_mib": &u.MaxMemoryMiB, "burst": &u.Burst,
+		"max_memory_mib": &u.MaxMemoryMiB, "max_disk_gib": &u.MaxDiskGiB, "burst": &u.Burst,
 	}
 	for _, a := range args {
 		k, v, ok := strings.Cut(a, "=")

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/pandastack/pandastack/internal/diskreserve"
 	"github.com/pandastack/pandastack/internal/network"
 	"github.com/pandastack/pandastack/internal/quotas"
 	"github.com/pandastack/pandastack/internal/server"
@@ -18,7 +19,7 @@ func runServer(ctx context.Context, s *streams, args []string) int {
 	fs := flag.NewFlagSet("server", flag.ContinueOnError)
 	fs.SetOutput(s.err)
 	var cfg server.Config
-	var templates, level, dnsUpstream string
+	var templates, level, dnsUpstream, storageReserve, storageSize string
 	fs.StringVar(&cfg.DataDir, "data-dir", "/var/lib/pandastack", "where state, templates and VMs live")
 	fs.StringVar(&cfg.CacheDir, "cache-dir", "", "build cache for kernels and root filesystems (default DATA/cache)")
 	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:8080", "address of the REST API")
@@ -37,6 +38,8 @@ func runServer(ctx context.Context, s *streams, args []string) int {
 	fs.StringVar(&dnsUpstream, "dns-upstream", "", "DNS servers (host:port, comma separated) sandboxes' queries go to (default: the host's /etc/resolv.conf; env PANDASTACK_DNS_UPSTREAM)")
 	fs.StringVar(&cfg.EgressDefaultDeny, "egress-default-deny", network.DefaultEgressDeny, "what sandboxes may not reach unless their policy's allow_cidrs names it: IPv4 CIDRs and link-local, private, shared, host (the host's own networks), comma separated; none for nothing")
 	fs.StringVar(&cfg.ObjectStore, "object-store", "", "object storage for snapshot exports: file:///PATH or s3://BUCKET/PREFIX?endpoint=URL&region=R (credentials: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or KEY:SECRET@); s3 exports every new snapshot (default file://DATA/objects; env PANDASTACK_OBJECT_STORE)")
+	fs.StringVar(&storageReserve, "storage-reserve", "auto", "free space kept on the VM filesystem (DATA/cow) for running sandboxes to write into; below it creates, forks, snapshots, hibernations, volumes and template builds answer 507: a size (2GiB), a percentage (10%) or 0 for none (auto: 5% of the filesystem or 2 GiB, whichever is larger, at most 25%)")
+	fs.StringVar(&storageSize, "storage-size", "", "size of the XFS image made for VM files (DATA/cow) when the data dir cannot reflink, such as 64GiB; only when the image is first made (default: the free space under the data dir, sparse)")
 	fs.StringVar(&cfg.AgentPath, "guest-agent", "", "path of pandastack-guest (default: beside this binary)")
 	fs.StringVar(&level, "log-level", "info", "debug, info, warn or error")
 	fs.Usage = func() {
@@ -58,6 +61,17 @@ func runServer(ctx context.Context, s *streams, args []string) int {
 	for _, t := range strings.Split(templates, ",") {
 		if t = strings.TrimSpace(t); t != "" {
 			cfg.Templates = append(cfg.Templates, t)
+		}
+	}
+	var err error
+	if cfg.StorageReserve, err = diskreserve.ParseSpec(storageReserve); err != nil {
+		fmt.Fprintf(s.err, "error: --storage-reserve: %v\n", err)
+		return 2
+	}
+	if storageSize != "" {
+		if cfg.StorageSize, err = diskreserve.ParseBytes(storageSize); err != nil {
+			fmt.Fprintf(s.err, "error: --storage-size: %v\n", err)
+			return 2
 		}
 	}
 	if cfg.ObjectStore == "" {

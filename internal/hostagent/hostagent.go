@@ -203,7 +203,9 @@ func (a *Agent) Create(ctx context.Context, spec hostapi.MachineSpec) (hostapi.M
 	if err != nil {
 		return hostapi.Machine{}, err
 	}
-	if a.cfg.PoolSize > 0 {
+	// Pools are kept for templates at their own size only: a pool per size
+	// variant any team asks for would keep idle QEMUs forever.
+	if a.cfg.PoolSize > 0 && spec.CPUs == 0 && spec.MemoryMiB == 0 && spec.DiskGiB == 0 {
 		a.cfg.Driver.Prewarm(snap, a.cfg.PoolSize)
 	}
 	if len(spec.Volumes) > pandastack.MaxVolumeMounts || len(spec.Volumes) > snap.Machine.VolumeSlots {

@@ -1,7 +1,10 @@
 // Package quotas keeps each team within its limits: how many sandboxes,
 // service machines, snapshots, volumes and template builds it may hold at
-// once, how many vCPUs and how much memory its live sandboxes may use, and
-// how many API requests per second each of its keys may send.
+// once, how many vCPUs and how much memory its live sandboxes may use, how
+// much disk it holds on the host (max_disk_gib), and how many API requests
+// per second each of its keys may send. Every reservation also asks the
+// host's storage reserve (Config.Space), which refuses any new allocation
+// with insufficient_storage once the VM filesystem is at it.
 //
 // A team's limits are the server's defaults (Defaults protects one 2-core,
 // 24 GiB host) with the overrides an admin stored for the team on top
@@ -35,6 +38,9 @@ type Limits struct {
 	// (hibernated ones included: they wake without asking).
 	MaxVCPUs     int `json:"max_vcpus"`
 	MaxMemoryMiB int `json:"max_memory_mib"`
+	// MaxDiskGiB bounds the disk the team holds on the host (Usage.DiskMiB
+	// says what counts).
+	MaxDiskGiB int `json:"max_disk_gib"`
 	// RequestsPerSecond is the steady rate allowed to each API key of the
 	// team, Burst how many requests it may send at once.
 	RequestsPerSecond float64 `json:"requests_per_second"`
@@ -45,7 +51,10 @@ type Limits struct {
 // team cannot take a single 2-core, 24 GiB server: 20 sandboxes is about
 // what 2 cores restore in a couple of seconds and ~1.4 GB of idle QEMUs;
 // 16 GiB leaves the host and other teams 8; the request rate stops floods
-// without slowing a busy client (an exec costs far more than 10 ms).
+// without slowing a busy client (an exec costs far more than 10 ms); 50 GiB
+// of disk is a fair share of a host's VM filesystem (its root disks are
+// sparse, so most of it is room to grow into) and stops one team from
+// holding it all.
 var Defaults = Limits{
 	MaxSandboxes:        20,
 	MaxServiceMachines:  5,
@@ -54,6 +63,7 @@ var Defaults = Limits{
 	MaxConcurrentBuilds: 2,
 	MaxVCPUs:            32,
 	MaxMemoryMiB:        16384,
+	MaxDiskGiB:          50,
 	RequestsPerSecond:   100,
 	Burst:               200,
 }
@@ -64,7 +74,7 @@ func Unlimited() pandastack.QuotaOverrides {
 	z, f := 0, 0.0
 	return pandastack.QuotaOverrides{
 		MaxSandboxes: &z, MaxServiceMachines: &z, MaxSnapshots: &z, MaxVolumes: &z,
-		MaxConcurrentBuilds: &z, MaxVCPUs: &z, MaxMemoryMiB: &z, RequestsPerSecond: &f, Burst: &z,
+		MaxConcurrentBuilds: &z, MaxVCPUs: &z, MaxMemoryMiB: &z, MaxDiskGiB: &z, RequestsPerSecond: &f, Burst: &z,
 	}
 }
 
@@ -82,6 +92,7 @@ func (l Limits) With(o pandastack.QuotaOverrides) Limits {
 	set(&l.MaxConcurrentBuilds, o.MaxConcurrentBuilds)
 	set(&l.MaxVCPUs, o.MaxVCPUs)
 	set(&l.MaxMemoryMiB, o.MaxMemoryMiB)
+	set(&l.MaxDiskGiB, o.MaxDiskGiB)
 	set(&l.Burst, o.Burst)
 	if o.RequestsPerSecond != nil {
 		l.RequestsPerSecond = *o.RequestsPerSecond
@@ -105,7 +116,7 @@ func Validate(o pandastack.QuotaOverrides) error {
 		{"max_sandboxes", o.MaxSandboxes}, {"max_service_machines", o.MaxServiceMachines},
 		{"max_snapshots", o.MaxSnapshots}, {"max_volumes", o.MaxVolumes},
 		{"max_concurrent_builds", o.MaxConcurrentBuilds}, {"max_vcpus", o.MaxVCPUs},
-		{"max_memory_mib", o.MaxMemoryMiB}, {"burst", o.Burst},
+		{"max_memory_mib", o.MaxMemoryMiB}, {"max_disk_gib", o.MaxDiskGiB}, {"burst", o.Burst},
 	}
 	for _, f := range ints {
 		if f.v != nil && (*f.v < 0 || *f.v > maxCount) {
@@ -127,6 +138,10 @@ type Usage struct {
 	Builds          int `json:"builds"`
 	VCPUs           int `json:"vcpus"`
 	MemoryMiB       int `json:"memory_mib"`
+	// DiskMiB is disk on the host: the root disks of live sandboxes (their
+	// full size: a guest may fill it), the saved memory of hibernated ones,
+	// volumes (their size) and snapshots (their bytes measured at save).
+	DiskMiB int `json:"disk_mib"`
 }
 
 // Plus returns the sum of u and v.
@@ -134,12 +149,12 @@ func (u Usage) Plus(v Usage) Usage {
 	return Usage{
 		Sandboxes: u.Sandboxes + v.Sandboxes, ServiceMachines: u.ServiceMachines + v.ServiceMachines,
 		Snapshots: u.Snapshots + v.Snapshots, Volumes: u.Volumes + v.Volumes, Builds: u.Builds + v.Builds,
-		VCPUs: u.VCPUs + v.VCPUs, MemoryMiB: u.MemoryMiB + v.MemoryMiB,
+		VCPUs: u.VCPUs + v.VCPUs, MemoryMiB: u.MemoryMiB + v.MemoryMiB, DiskMiB: u.DiskMiB + v.DiskMiB,
 	}
 }
 
 func (u Usage) minus(v Usage) Usage {
-	return u.Plus(Usage{-v.Sandboxes, -v.ServiceMachines, -v.Snapshots, -v.Volumes, -v.Builds, -v.VCPUs, -v.MemoryMiB})
+	return u.Plus(Usage{-v.Sandboxes, -v.ServiceMachines, -v.Snapshots, -v.Volumes, -v.Builds, -v.VCPUs, -v.MemoryMiB, -v.DiskMiB})
 }
 
 // Check answers quota_exceeded if a team holding have may not take want
@@ -167,5 +182,13 @@ func Check(l Limits, have, want Usage) error {
 		return &pandastack.Error{Code: pandastack.EQuota, Message: fmt.Sprintf(
 			"%s is %d; team has %d %s and this needs %d more", c.limit, c.max, c.have, c.what, c.want)}
 	}
+	if d := int64(l.MaxDiskGiB) << 10; want.DiskMiB > 0 && d > 0 && int64(have.DiskMiB+want.DiskMiB) > d {
+		return &pandastack.Error{Code: pandastack.EQuota, Message: fmt.Sprintf(
+			"max_disk_gib is %d; team holds %s of disk (root disks of live sandboxes, hibernated memory, volumes and snapshots) and this needs %s more",
+			l.MaxDiskGiB, gib(have.DiskMiB), gib(want.DiskMiB))}
+	}
 	return nil
 }
+
+// gib says n MiB in GiB, to a tenth.
+func gib(n int) string { return fmt.Sprintf("%.1f GiB", float64(n)/1024) }

@@ -31,10 +31,23 @@ type Config struct {
 	Defaults Limits
 	// Counters add usage the store does not show; may be empty.
 	Counters []Counter
+	// Space, when set, is the host's storage reserve: every Reserve asks
+	// it, after the team's limits, whether the VM filesystem may take a new
+	// allocation (it answers insufficient_storage when not).
+	Space Space
 	// CacheFor is how long Limits keeps a team's limits before reading the
 	// store again (default 5 s). Set refreshes them at once in this
 	// process; the bound matters only when several servers share a store.
 	CacheFor time.Duration
+}
+
+// Space is a check of the free space where allocations land
+// (*diskreserve.Reserve is one).
+type Space interface {
+	// Check returns nil when a new allocation may start, else a
+	// *pandastack.Error with code insufficient_storage saying how much is
+	// free.
+	Check(ctx context.Context) error
 }
 
 // Service answers what a team may hold and reserves what it takes. It is
@@ -160,17 +173,24 @@ func (s *Service) count(ctx context.Context, teamID string) (Usage, error) {
 		}
 		u.VCPUs += sb.CPUs
 		u.MemoryMiB += sb.MemoryMiB
+		u.DiskMiB += SandboxDiskMiB(sb)
 	}
 	snaps, err := s.cfg.Store.ListSnapshots(ctx, teamID)
 	if err != nil {
 		return u, fmt.Errorf("count snapshots of team %s: %w", teamID, err)
 	}
 	u.Snapshots = len(snaps)
+	for _, sn := range snaps {
+		u.DiskMiB += int((sn.SizeBytes + 1<<20 - 1) >> 20)
+	}
 	vols, err := s.cfg.Store.ListVolumes(ctx, teamID)
 	if err != nil {
 		return u, fmt.Errorf("count volumes of team %s: %w", teamID, err)
 	}
 	u.Volumes = len(vols)
+	for _, v := range vols {
+		u.DiskMiB += v.SizeMiB
+	}
 	for _, c := range s.cfg.Counters {
 		more, err := c(ctx, teamID)
 		if err != nil {
@@ -189,9 +209,12 @@ func (s *Service) count(ctx context.Context, teamID string) (Usage, error) {
 // time, so concurrent requests never overshoot together.
 //
 // Call it once per allocation, with everything it takes: a create of a
-// sandbox {Sandboxes: 1, VCPUs: c, MemoryMiB: m}, a fork of N children N
-// times that, a snapshot {Snapshots: 1}, a volume {Volumes: 1}, a build
-// {Builds: 1} held for the build's whole run.
+// sandbox {Sandboxes: 1, VCPUs: c, MemoryMiB: m, DiskMiB: d}, a fork of N
+// children N times that, a snapshot {Snapshots: 1, DiskMiB: its estimate},
+// a hibernate {DiskMiB: m}, a volume {Volumes: 1, DiskMiB: size}, a build
+// {Builds: 1} held for the build's whole run. After the team's limits it
+// checks the host's storage reserve (Config.Space): below it the answer is
+// insufficient_storage, whoever asks.
 func (s *Service) Reserve(ctx context.Context, teamID string, want Usage) (release func(), err error) {
 	l, err := s.Limits(ctx, teamID)
 	if err != nil {
@@ -207,6 +230,9 @@ func (s *Service) Reserve(ctx context.Context, teamID string, want Usage) (relea
 	if err := Check(l, have, want); err != nil {
 		return nil, err
 	}
+	if err := s.CheckSpace(ctx); err != nil {
+		return nil, err
+	}
 	s.mu.Lock()
 	t.pending = t.pending.Plus(want)
 	s.mu.Unlock()
@@ -218,4 +244,24 @@ func (s *Service) Reserve(ctx context.Context, teamID string, want Usage) (relea
 			s.mu.Unlock()
 		})
 	}, nil
+}
+
+// CheckSpace answers insufficient_storage when the host's VM filesystem is
+// below its reserve (nil without a Space): a new allocation must not start.
+func (s *Service) CheckSpace(ctx context.Context) error {
+	if s.cfg.Space == nil {
+		return nil
+	}
+	return s.cfg.Space.Check(ctx)
+}
+
+// SandboxDiskMiB is what a live sandbox holds on the host's disk, for the
+// max_disk_gib quota: its root disk at full size (a guest may fill it),
+// plus its saved memory while it is hibernated.
+func SandboxDiskMiB(sb pandastack.Sandbox) int {
+	n := sb.DiskMiB
+	if sb.State == pandastack.StateHibernated {
+		n += sb.MemoryMiB
+	}
+	return n
 }

@@ -15,11 +15,11 @@ const (
 	minCountedMiB  = 128
 )
 
-// reserve holds n machines of class lifetime, each of cpus vCPUs and mem
-// MiB, against the team's quotas until release is called (the quota
+// reserve holds n machines of class lifetime, each of cpus vCPUs, mem MiB
+// of memory and a root disk of disk MiB, against the team's quotas until release is called (the quota
 // service refuses what would go over a limit with EQuota, naming it).
-func (s *Service) reserve(ctx context.Context, teamID string, lifetime pandastack.Lifetime, n, cpus, mem int) (release func(), err error) {
-	u := quotas.Usage{Sandboxes: n, VCPUs: n * max(cpus, minCountedCPUs), MemoryMiB: n * max(mem, minCountedMiB)}
+func (s *Service) reserve(ctx context.Context, teamID string, lifetime pandastack.Lifetime, n, cpus, mem, disk int) (release func(), err error) {
+	u := quotas.Usage{Sandboxes: n, VCPUs: n * max(cpus, minCountedCPUs), MemoryMiB: n * max(mem, minCountedMiB), DiskMiB: n * disk}
 	if lifetime.IsService() {
 		u.ServiceMachines = n
 	}
@@ -28,17 +28,17 @@ func (s *Service) reserve(ctx context.Context, teamID string, lifetime pandastac
 
 // createSize is the size a create will have, for its quota: the size asked
 // for, else its snapshot's sandbox's, else its template's (as the store
-// knows it; the smallest machine when it does not).
-func (s *Service) createSize(ctx context.Context, req pandastack.CreateRequest) (cpus, mem int) {
-	cpus, mem = req.CPUs, req.MemoryMiB
-	if cpus != 0 && mem != 0 {
-		return cpus, mem
+// knows it; the smallest machine and no disk when it does not).
+func (s *Service) createSize(ctx context.Context, req pandastack.CreateRequest) (cpus, mem, disk int) {
+	cpus, mem, disk = req.CPUs, req.MemoryMiB, req.DiskGiB<<10
+	if cpus != 0 && mem != 0 && disk != 0 {
+		return cpus, mem, disk
 	}
-	var c, m int
+	var c, m, d int
 	if req.Snapshot != "" {
 		if sn, err := s.cfg.Store.GetSnapshot(ctx, req.Snapshot); err == nil {
 			if sb, err := s.cfg.Store.GetSandbox(ctx, sn.SandboxID); err == nil {
-				c, m = sb.CPUs, sb.MemoryMiB
+				c, m, d = sb.CPUs, sb.MemoryMiB, sb.DiskMiB
 			}
 		}
 	} else {
@@ -46,7 +46,7 @@ func (s *Service) createSize(ctx context.Context, req pandastack.CreateRequest) 
 		name, _, _ := strings.Cut(req.Template, ":")
 		for _, team := range []string{req.TeamID, ""} {
 			if t, err := s.cfg.Store.GetTemplate(ctx, team, name); err == nil {
-				c, m = t.CPUs, t.MemoryMiB
+				c, m, d = t.CPUs, t.MemoryMiB, t.DiskMiB
 				break
 			}
 		}
@@ -57,5 +57,8 @@ func (s *Service) createSize(ctx context.Context, req pandastack.CreateRequest) 
 	if mem == 0 {
 		mem = m
 	}
-	return cpus, mem
+	if disk == 0 {
+		disk = d
+	}
+	return cpus, mem, disk
 }

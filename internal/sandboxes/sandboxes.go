@@ -171,8 +171,8 @@ func (s *Service) Create(ctx context.Context, teamID string, p CreateParams) (pa
 	if err != nil {
 		return pandastack.Sandbox{}, err
 	}
-	cpus, mem := s.createSize(ctx, req)
-	release, err := s.reserve(ctx, teamID, req.Lifetime, 1, cpus, mem)
+	cpus, mem, disk := s.createSize(ctx, req)
+	release, err := s.reserve(ctx, teamID, req.Lifetime, 1, cpus, mem, disk)
 	if err != nil {
 		return pandastack.Sandbox{}, err
 	}
@@ -185,10 +185,10 @@ func (s *Service) Create(ctx context.Context, teamID string, p CreateParams) (pa
 }
 
 // Fork makes n children of live sandbox sb, each counted against the
-// team's quotas at the parent's size. The children of a service machine
+// team's quotas at the parent's size (its disk included). The children of a service machine
 // are service machines.
 func (s *Service) Fork(ctx context.Context, sb pandastack.Sandbox, n int) ([]pandastack.Sandbox, error) {
-	release, err := s.reserve(ctx, sb.TeamID, sb.Lifetime, n, sb.CPUs, sb.MemoryMiB)
+	release, err := s.reserve(ctx, sb.TeamID, sb.Lifetime, n, sb.CPUs, sb.MemoryMiB, sb.DiskMiB)
 	if err != nil {
 		return nil, err
 	}

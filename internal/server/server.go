@@ -22,6 +22,7 @@ import (
 	"github.com/pandastack/pandastack/internal/api"
 	"github.com/pandastack/pandastack/internal/ca"
 	"github.com/pandastack/pandastack/internal/cowfs"
+	"github.com/pandastack/pandastack/internal/diskreserve"
 	"github.com/pandastack/pandastack/internal/hostagent"
 	"github.com/pandastack/pandastack/internal/hostbench"
 	"github.com/pandastack/pandastack/internal/network"
@@ -55,6 +56,10 @@ type Config struct {
 	// StorageSize is the size of the XFS image made for VM files when the
 	// data dir cannot reflink (0: the free space under it, sparse).
 	StorageSize int64
+	// StorageReserve is the free space kept on the VM filesystem for
+	// running sandboxes: below it new allocations answer 507 (the zero
+	// Spec: diskreserve's default, 5 % or 2 GiB).
+	StorageReserve diskreserve.Spec
 	// NoNetwork gives sandboxes no network; otherwise, when running as
 	// root, each gets a network namespace (internal/network).
 	NoNetwork bool
@@ -114,6 +119,8 @@ type Server struct {
 	// quotas holds every team's limits; the API and (later) the sandbox
 	// service reserve through it.
 	quotas *quotas.Service
+	// reserve is the free space kept on the VM filesystem (DATA/cow).
+	reserve *diskreserve.Reserve
 	// ca issues the TLS listener's certificates (nil if it could not be
 	// opened and no TLS listener needs it).
 	ca *ca.CA
@@ -204,7 +211,6 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.MaxBuildsPerTeam > 0 {
 		defaults.MaxConcurrentBuilds = cfg.MaxBuildsPerTeam
 	}
-	s.quotas = quotas.New(quotas.Config{Store: store, Defaults: defaults})
 	ok := false
 	defer func() {
 		if !ok {
@@ -235,7 +241,13 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("open vm storage: %w", err)
 	}
 	s.cow = cow
-	log.Info("vm storage", "dir", cow.Dir(), "image", cow.Image())
+	// Below the reserve new allocations are refused (507); running
+	// sandboxes write into it.
+	if s.reserve, err = diskreserve.New(cow.Dir(), cfg.StorageReserve); err != nil {
+		return nil, fmt.Errorf("storage reserve: %w", err)
+	}
+	log.Info("vm storage", "dir", cow.Dir(), "image", cow.Image(), "reserve_mib", s.reserve.Bytes()>>20)
+	s.quotas = quotas.New(quotas.Config{Store: store, Defaults: defaults, Space: s.reserve})
 	s.builder, err = templates.New(templates.Config{DataDir: cfg.DataDir, CacheDir: cfg.CacheDir, TemplateDir: filepath.Join(cow.Dir(), "templates"),
 		AgentPath: cfg.AgentPath, Logger: log})
 	if err != nil {
@@ -370,7 +382,7 @@ func (s *Server) setBuild(name, st string) {
 // Handler is the HTTP API.
 func (s *Server) Handler() http.Handler {
 	return api.New(api.Config{Store: s.store, Engine: registry.Engine{Engine: s.engine, Registry: s.registry}, Builder: s.builder, Templates: s.registry, Logger: s.log,
-		Quotas: s.quotas, SandboxDomain: s.cfg.SandboxDomain, Network: s.apiNetwork(),
+		Quotas: s.quotas, Storage: s.reserve, SandboxDomain: s.cfg.SandboxDomain, Network: s.apiNetwork(),
 		ProxySecret: s.proxySecret, Archive: s.archive, Hosts: s.hosts, CACert: s.caPEM(), Bench: s.bench}).Handler()
 }
 
@@ -408,6 +420,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	go func() { _ = s.BuildTemplates(bctx, s.cfg.Templates) }()
 	// Removed VM files go back to the host's disk, not only to the image.
 	go s.cow.KeepTrimmed(bctx, s.log)
+	go s.collectVariants(bctx)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	s.log.Info("serving", "addr", ln.Addr().String(), "data_dir", s.cfg.DataDir, "accel", s.probe.Accel)

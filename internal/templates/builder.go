@@ -35,6 +35,9 @@ type Config struct {
 	Driver      vmm.Driver
 	AgentPath   string // the pandastack-guest binary (static)
 	Logger      *slog.Logger
+	// MaxSizeVariants bounds the size variants kept of each template
+	// build (0: DefaultMaxSizeVariants; below 0: no bound).
+	MaxSizeVariants int
 }
 
 // Builder builds templates: the host half of templates (the registry, in
@@ -48,6 +51,8 @@ type Builder struct {
 	locks map[string]*sync.Mutex
 	// diskSizes caches the virtual size of template disks, by path.
 	diskSizes map[string]int
+	// usedAt is when each size variant was last handed out (variants.go).
+	usedAt map[string]time.Time
 }
 
 var _ pandastack.TemplateBuilder = (*Builder)(nil)

@@ -143,14 +143,31 @@ func (b *Builder) SizedSnapshot(ctx context.Context, ref string, cpus, memMiB, d
 		}
 	}
 	id := hashOf("variant", base, fmt.Sprint(m.CPUs, m.MemoryMiB, diskGiB))
-	if _, err := os.Stat(filepath.Join(b.dir(t.Name, id), "template.json")); err != nil {
-		if err := b.bakeVariant(ctx, t.Name, base, id, m, diskGiB); err != nil {
+	if !b.takeVariant(t.Name, id) {
+		// One new variant of a build at a time, within the bound.
+		unlock := b.lock(t.Name + "@" + base + "/variants")
+		err := b.newVariant(ctx, t.Name, base, id, m, diskGiB)
+		unlock()
+		if err != nil {
 			return vmm.Snapshot{}, pandastack.Template{}, err
 		}
 	}
+	b.variantUsed(id)
 	vsnap, vt, err := b.Snapshot(ctx, t.Name+"@"+id)
 	vt.Version = t.Version // a variant is of its build's version
 	return vsnap, vt, err
+}
+
+// newVariant bakes variant id of build base unless it exists meanwhile,
+// refusing it when the build has as many variants as allowed.
+func (b *Builder) newVariant(ctx context.Context, name, base, id string, m vmm.Machine, diskGiB int) error {
+	if _, err := os.Stat(filepath.Join(b.dir(name, id), "template.json")); err == nil {
+		return nil
+	}
+	if err := b.checkVariants(name, base); err != nil {
+		return err
+	}
+	return b.bakeVariant(ctx, name, base, id, m, diskGiB)
 }
 
 // bakeVariant bakes build base of template name again on machine m.

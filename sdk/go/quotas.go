@@ -18,10 +18,24 @@ type Quotas struct {
 	MaxConcurrentBuilds int        `json:"max_concurrent_builds"`
 	MaxVCPUs            int        `json:"max_vcpus"`
 	MaxMemoryMiB        int        `json:"max_memory_mib"`
+	MaxDiskGiB          int        `json:"max_disk_gib"`
 	RequestsPerSecond   float64    `json:"requests_per_second"`
 	Burst               int        `json:"burst"`
 	Overridden          []string   `json:"overridden"`
 	Usage               QuotaUsage `json:"usage"`
+	// Storage is the host's VM filesystem and its reserve (admin keys
+	// only; nil otherwise).
+	Storage *StorageStatus `json:"storage,omitempty"`
+}
+
+// StorageStatus is the host's VM filesystem: below ReserveBytes free, new
+// sandboxes, forks, snapshots, hibernations, volumes and template builds
+// fail with insufficient_storage (507).
+type StorageStatus struct {
+	Dir          string `json:"dir"`
+	TotalBytes   int64  `json:"total_bytes"`
+	FreeBytes    int64  `json:"free_bytes"`
+	ReserveBytes int64  `json:"reserve_bytes"`
 }
 
 // QuotaUsage is what a team holds: live sandboxes (hibernated included)
@@ -35,6 +49,9 @@ type QuotaUsage struct {
 	Builds          int `json:"builds"`
 	VCPUs           int `json:"vcpus"`
 	MemoryMiB       int `json:"memory_mib"`
+	// DiskMiB is disk held on the host (max_disk_gib): root disks of live
+	// sandboxes at full size, hibernated ones' memory, volumes, snapshots.
+	DiskMiB int `json:"disk_mib"`
 }
 
 // QuotaUpdate changes a team's limits: each non-nil field sets that limit
@@ -48,6 +65,7 @@ type QuotaUpdate struct {
 	MaxConcurrentBuilds *int     `json:"max_concurrent_builds,omitempty"`
 	MaxVCPUs            *int     `json:"max_vcpus,omitempty"`
 	MaxMemoryMiB        *int     `json:"max_memory_mib,omitempty"`
+	MaxDiskGiB          *int     `json:"max_disk_gib,omitempty"`
 	RequestsPerSecond   *float64 `json:"requests_per_second,omitempty"`
 	Burst               *int     `json:"burst,omitempty"`
 	Reset               []string `json:"-"`

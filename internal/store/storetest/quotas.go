@@ -23,7 +23,7 @@ func (h *harness) quotas(t *testing.T) {
 		all := pandastack.TeamQuotas{TeamID: "team_1", UpdatedAt: at(10), Overrides: pandastack.QuotaOverrides{
 			MaxSandboxes: ptr(5), MaxServiceMachines: ptr(1), MaxSnapshots: ptr(7), MaxVolumes: ptr(0),
 			MaxConcurrentBuilds: ptr(2), MaxVCPUs: ptr(8), MaxMemoryMiB: ptr(4096),
-			RequestsPerSecond: ptr(2.5), Burst: ptr(10),
+			RequestsPerSecond: ptr(2.5), Burst: ptr(10), MaxDiskGiB: ptr(50),
 		}}
 		mustNot(t, s.PutTeamQuotas(t.Context(), all), "put quotas")
 		got, err := s.GetTeamQuotas(t.Context(), "team_1")

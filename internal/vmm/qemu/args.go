@@ -101,7 +101,7 @@ func buildArgs(s argSpec) []string {
 		"-kernel", s.m.Kernel,
 		"-initrd", s.m.Initrd,
 		"-append", s.m.Cmdline,
-		"-chardev", "file,id=serial,path=" + filepath.Join(s.dir, serialLog),
+		"-chardev", "file,id=serial,append=on,path=" + filepath.Join(s.dir, serialLog), // appended, so it can be capped (serialcap.go)
 		"-serial", "chardev:serial",
 		"-drive", fmt.Sprintf("id=root,file=%s,format=%s,if=none,discard=unmap,cache=%s", disk, s.diskFormat, cache),
 		"-device", "virtio-blk-device,drive=root",

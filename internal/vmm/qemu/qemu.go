@@ -49,6 +49,9 @@ type Config struct {
 	// Network, if set, gives each VM's NIC a tap (see internal/network);
 	// without it the NIC has no peer.
 	Network vmm.Network
+	// MaxSerialLog caps each VM's serial console log (default
+	// DefaultMaxSerialLog; below 0 no cap).
+	MaxSerialLog int64
 }
 
 // DefaultUIDBase is where per-VM uids start when running as root.
@@ -62,6 +65,7 @@ type Driver struct {
 	nice   string // the nice binary
 
 	fills sync.WaitGroup // pool refills in flight
+	logs  sync.WaitGroup // the serial log capper
 	mu    sync.Mutex
 	uids  map[int]bool
 	pools map[string]*pool
@@ -104,6 +108,16 @@ func New(cfg Config) (*Driver, error) {
 	}
 	d := &Driver{cfg: cfg, log: cfg.Logger, nice: nice, uids: map[int]bool{}, pools: map[string]*pool{}}
 	d.ctx, d.stop = context.WithCancel(context.Background())
+	if cfg.MaxSerialLog == 0 {
+		cfg.MaxSerialLog = DefaultMaxSerialLog
+	}
+	if cfg.MaxSerialLog > 0 {
+		d.logs.Add(1)
+		go func() {
+			defer d.logs.Done()
+			d.capSerialLogs(d.ctx, cfg.MaxSerialLog)
+		}()
+	}
 	if cfg.UIDBase > 0 {
 		d.groups = append(d.groups, uint32(vmGroup(cfg.UIDBase)))
 	}
@@ -628,6 +642,7 @@ func (d *Driver) List() ([]string, error) {
 func (d *Driver) Close() error {
 	d.stop()
 	d.fills.Wait()
+	d.logs.Wait()
 	d.mu.Lock()
 	pools := d.pools
 	d.pools = map[string]*pool{}

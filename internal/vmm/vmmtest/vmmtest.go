@@ -210,6 +210,14 @@ func (d *Driver) Prewarm(snap vmm.Snapshot, n int) {
 	d.mu.Unlock()
 }
 
+// PoolTarget is how many processes Prewarm last asked to keep for the
+// snapshot with key (0 when it never did).
+func (d *Driver) PoolTarget(key string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.prewarm[key]
+}
+
 // Seal does nothing: the fake never writes a snapshot's files.
 func (d *Driver) Seal(snap vmm.Snapshot) error { return nil }
 

@@ -324,6 +324,8 @@ export interface QuotaUsage {
   builds: number;
   vcpus: number;
   memoryMib: number;
+  /** Disk held on the host (maxDiskGib): root disks, hibernated memory, volumes, snapshots. */
+  diskMib: number;
 }
 
 /** A team's limits (0: no limit), which were set for the team, and its usage. */
@@ -337,6 +339,7 @@ export interface Quotas {
   maxConcurrentBuilds: number;
   maxVcpus: number;
   maxMemoryMib: number;
+  maxDiskGib: number;
   requestsPerSecond: number;
   burst: number;
   /** Wire names of the limits set for this team (e.g. "max_sandboxes"); the others are the server's defaults. */
@@ -353,6 +356,7 @@ export interface QuotaUpdate {
   maxConcurrentBuilds?: number | null;
   maxVcpus?: number | null;
   maxMemoryMib?: number | null;
+  maxDiskGib?: number | null;
   requestsPerSecond?: number | null;
   burst?: number | null;
 }
@@ -529,6 +533,7 @@ export interface WireQuotas {
   max_concurrent_builds: number;
   max_vcpus: number;
   max_memory_mib: number;
+  max_disk_gib?: number;
   requests_per_second: number;
   burst: number;
   overridden: string[];
@@ -540,6 +545,7 @@ export interface WireQuotas {
     builds: number;
     vcpus: number;
     memory_mib: number;
+    disk_mib?: number;
   };
 }
 
@@ -662,6 +668,7 @@ export function toQuotas(w: WireQuotas): Quotas {
     maxConcurrentBuilds: w.max_concurrent_builds,
     maxVcpus: w.max_vcpus,
     maxMemoryMib: w.max_memory_mib,
+    maxDiskGib: w.max_disk_gib ?? 0,
     requestsPerSecond: w.requests_per_second,
     burst: w.burst,
     overridden: w.overridden ?? [],
@@ -673,6 +680,7 @@ export function toQuotas(w: WireQuotas): Quotas {
       builds: u.builds,
       vcpus: u.vcpus,
       memoryMib: u.memory_mib,
+      diskMib: u.disk_mib ?? 0,
     },
   };
 }
@@ -685,6 +693,7 @@ const QUOTA_WIRE_NAMES: Record<keyof QuotaUpdate, string> = {
   maxConcurrentBuilds: "max_concurrent_builds",
   maxVcpus: "max_vcpus",
   maxMemoryMib: "max_memory_mib",
+  maxDiskGib: "max_disk_gib",
   requestsPerSecond: "requests_per_second",
   burst: "burst",
 };
