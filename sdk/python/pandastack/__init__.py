@@ -9,7 +9,7 @@ Standard library only. ``pandastack.aio`` has the asyncio variant.
 """
 
 from ._code import Execution, ExecutionError, Logs, Result
-from ._models import CreatedKey, ExecResult, FileInfo, Key, ProcessInfo, Template
+from ._models import CreatedKey, ExecResult, FileInfo, Key, ProcessInfo, Snapshot, Template
 from ._version import __version__
 from .client import (DEFAULT_BASE_URL, BackgroundProcess, Filesystem, PandaStack, Sandbox,
                      Sandboxes, Volumes)
@@ -21,7 +21,7 @@ from .errors import (APIConnectionError, AuthenticationError, ConflictError, Gon
 
 __all__ = [
     "__version__", "DEFAULT_BASE_URL", "PandaStack", "Sandboxes", "Sandbox", "Volumes", "Filesystem",
-    "BackgroundProcess", "ExecResult", "Execution", "ExecutionError", "Logs", "Result", "FileInfo", "ProcessInfo", "Template", "CreatedKey", "Key",
+    "BackgroundProcess", "ExecResult", "Execution", "ExecutionError", "Logs", "Result", "FileInfo", "ProcessInfo", "Template", "Snapshot", "CreatedKey", "Key",
     "PandaStackError", "InvalidArgumentError", "AuthenticationError", "PermissionDeniedError",
     "NotFoundError", "MethodNotAllowedError", "ConflictError", "GoneError",
     "PayloadTooLargeError", "OutputTooLargeError", "RateLimitError", "QuotaExceededError",

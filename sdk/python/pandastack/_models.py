@@ -82,13 +82,44 @@ class Template:
     built_at: Optional[datetime]
     build_ms: int
     version: int = 0
+    team_id: str = ""  # the team that owns it; "" for the public catalog
 
     @classmethod
     def from_dict(cls, d: Dict[str, Any]) -> "Template":
         return cls(name=d.get("name", ""), id=d.get("id", ""), cpus=int(d.get("cpus", 0)),
                    memory_mib=int(d.get("memory_mib", 0)), disk_mib=int(d.get("disk_mib", 0)),
                    accel=d.get("accel", ""), built_at=parse_time(d.get("built_at")),
-                   build_ms=int(d.get("build_ms", 0)), version=int(d.get("version", 0)))
+                   build_ms=int(d.get("build_ms", 0)), version=int(d.get("version", 0)),
+                   team_id=d.get("team_id") or "")
+
+
+@dataclass
+class Snapshot:
+    """A saved sandbox (memory, processes, disk). ``object_key`` is where it
+    is exported in the server's object storage (None until it is; what
+    :meth:`PandaStack.import_snapshot` takes), ``exported_at`` when, and
+    ``export_error`` why the last export failed (None when it did not)."""
+    id: str
+    team_id: str
+    name: str
+    sandbox_id: str      # the sandbox it was taken of
+    template: str
+    template_id: str
+    host: str
+    size_bytes: int
+    created_at: Optional[datetime]
+    object_key: Optional[str] = None
+    exported_at: Optional[datetime] = None
+    export_error: Optional[str] = None
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> "Snapshot":
+        return cls(id=d.get("id", ""), team_id=d.get("team_id", ""), name=d.get("name", ""),
+                   sandbox_id=d.get("sandbox_id", ""), template=d.get("template", ""),
+                   template_id=d.get("template_id", ""), host=d.get("host", ""),
+                   size_bytes=int(d.get("size_bytes", 0)), created_at=parse_time(d.get("created_at")),
+                   object_key=d.get("object_key") or None, exported_at=parse_time(d.get("exported_at")),
+                   export_error=d.get("export_error") or None)
 
 
 @dataclass

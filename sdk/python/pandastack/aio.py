@@ -22,7 +22,7 @@ import asyncio
 import inspect
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
-from ._models import CreatedKey, ExecResult, FileInfo, Key, ProcessInfo, Template
+from ._models import CreatedKey, ExecResult, FileInfo, Key, ProcessInfo, Snapshot, Template
 from .client import (DEFAULT_TIMEOUT, BackgroundProcess, Filesystem, PandaStack, Sandbox,
                      default_client)
 
@@ -91,6 +91,9 @@ class AsyncPandaStack:
     async def health(self) -> Dict[str, Any]:
         return await _run(self.sync.health)
 
+    async def ca_certificate(self) -> str:
+        return await _run(self.sync.ca_certificate)
+
     async def templates(self) -> List[Template]:
         return await _run(self.sync.templates)
 
@@ -99,6 +102,12 @@ class AsyncPandaStack:
 
     async def template_versions(self, name: str) -> List[Dict[str, Any]]:
         return await _run(self.sync.template_versions, name)
+
+    async def export_snapshot(self, snapshot_id: str) -> Snapshot:
+        return await _run(self.sync.export_snapshot, snapshot_id)
+
+    async def import_snapshot(self, object_key: str, name: Optional[str] = None) -> Snapshot:
+        return await _run(self.sync.import_snapshot, object_key, name)
 
     async def create_key(self, team: str, name: Optional[str] = None) -> CreatedKey:
         return await _run(self.sync.create_key, team, name)

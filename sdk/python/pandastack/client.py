@@ -14,8 +14,8 @@ from urllib.parse import quote
 from . import errors
 from ._http import CHUNK, Transport, iter_file
 from ._code import Execution, read_code_stream
-from ._models import (CreatedKey, ExecResult, FileInfo, Key, ProcessInfo, Template, parse_time,
-                      read_exec_stream)
+from ._models import (CreatedKey, ExecResult, FileInfo, Key, ProcessInfo, Snapshot, Template,
+                      parse_time, read_exec_stream)
 from ._version import __version__
 
 DEFAULT_BASE_URL = "http://localhost:8080"
@@ -69,6 +69,17 @@ class PandaStack:
         """``{"status","version","accel","isolation"}``; needs no key."""
         return self._t.call("GET", "/v1/health")
 
+    def ca_certificate(self) -> str:
+        """The PEM certificate of the server's own CA, which signs the
+        certificates of its TLS listener (``--tls-listen``): trust it with
+        ``ssl.create_default_context(cadata=client.ca_certificate())``.
+        Needs no key; NotFoundError when the server has no CA."""
+        resp = self._t.request("GET", "/v1/ca.pem", accept="application/x-pem-file")
+        try:
+            return resp.read().decode("ascii", "replace")
+        finally:
+            resp.close()
+
     def templates(self) -> List[Template]:
         """The templates sandboxes can be created from."""
         out = self._t.call("GET", "/v1/templates")
@@ -78,17 +89,23 @@ class PandaStack:
                        spec: Union[str, bytes, None] = None, context_dir: Optional[str] = None,
                        tag: Optional[str] = None, cpus: Optional[int] = None,
                        memory_mib: Optional[int] = None,
-                       disk_gib: Optional[int] = None) -> Template:
+                       disk_gib: Optional[int] = None, team: Optional[str] = None) -> Template:
         """Builds (or rebuilds) a template, streaming its log lines to
-        ``on_log``. With ``spec`` (the text of a spec file), builds a custom
+        ``on_log``. Without ``spec``, rebuilds a catalog template (admin
+        keys only). With ``spec`` (the text of a spec file), builds a custom
         template from it, ``context_dir`` being what COPY reads (uploaded
-        whole). Needs an admin key."""
+        whole): any key builds for its own team (the name is the team's;
+        public names are reserved, ConflictError); an admin key builds for
+        the public catalog, or for ``team`` (a team name; NotFoundError if
+        there is none). A team key naming another team gets
+        PermissionDeniedError; a team at its ``max_concurrent_builds``
+        QuotaExceededError."""
         body = None
         query: Dict[str, str] = {}
         if spec is not None:
             body = pack_build_context(spec, context_dir)
             for k, v in (("tag", tag), ("cpus", cpus), ("memory_mib", memory_mib),
-                         ("disk_gib", disk_gib)):
+                         ("disk_gib", disk_gib), ("team", team)):
                 if v is not None:
                     query[k] = str(v)
         resp = self._t.request("POST", "/v1/templates/" + quote(name, safe="") + "/build",
@@ -115,6 +132,34 @@ class PandaStack:
         Create from one with ``template="NAME:VERSION"`` or ``"NAME:TAG"``."""
         out = self._t.call("GET", "/v1/templates/" + quote(name, safe="") + "/versions")
         return list(out.get("versions") or [])
+
+    def export_snapshot(self, snapshot_id: str) -> Snapshot:
+        """Exports a snapshot (RAM, disk, device state, machine, with a
+        manifest of SHA-256 sums) to the server's object storage
+        (``--object-store``) and returns it with ``object_key`` and
+        ``exported_at`` set; an exported one answers at once. Waits as long
+        as the upload takes (no client timeout). NotFoundError for another
+        team's or a missing snapshot; UnavailableError when the store
+        fails."""
+        d = self._t.call("POST", "/v1/snapshots/" + quote(snapshot_id, safe="") + "/export",
+                         timeout=None)
+        return Snapshot.from_dict(d or {})
+
+    def import_snapshot(self, object_key: str, name: Optional[str] = None) -> Snapshot:
+        """Makes a snapshot of the caller's team from the export at
+        ``object_key`` (an ``object_key`` of :meth:`export_snapshot`, also
+        another server's sharing the store), every file's size and SHA-256
+        checked first. It keeps the exported id unless this server has a
+        snapshot with it, and the exported name unless ``name`` is given
+        (ConflictError when the name is taken). NotFoundError when there is
+        no such export (a team key finds only its own team's);
+        UnavailableError when an object is missing, truncated or altered
+        (nothing is left). Waits as long as the download takes."""
+        body: Dict[str, Any] = {"object_key": object_key}
+        if name:
+            body["name"] = name
+        d = self._t.call("POST", "/v1/snapshots", json_body=body, timeout=None)
+        return Snapshot.from_dict(d or {})
 
     def create_key(self, team: str, name: Optional[str] = None) -> CreatedKey:
         """Creates an API key for a team (created if absent). Admin keys only."""

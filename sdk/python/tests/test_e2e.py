@@ -16,6 +16,7 @@ import builtins
 import hashlib
 import io
 import os
+import ssl
 import tempfile
 import threading
 import time
@@ -25,7 +26,8 @@ from unittest import mock
 
 from pandastack import (AuthenticationError, ConflictError, GoneError, InvalidArgumentError,
                         MethodNotAllowedError, NotFoundError, PandaStack, PandaStackError,
-                        PermissionDeniedError, QuotaExceededError, RateLimitError, Sandbox)
+                        PermissionDeniedError, QuotaExceededError, RateLimitError, Sandbox,
+                        Snapshot)
 from pandastack.aio import AsyncPandaStack, AsyncSandbox
 
 HAVE_SERVER = bool(os.environ.get("PANDASTACK_BASE_URL") and os.environ.get("PANDASTACK_API_KEY"))
@@ -298,6 +300,80 @@ class E2E(unittest.TestCase):
         self.addCleanup(sbx.kill)
         r = sbx.exec("echo $WHO; cat hello.txt")
         self.assertEqual(r.stdout, "python\nhello from the context\n")
+
+    def test_custom_template_for_a_team(self):
+        base_url = os.environ["PANDASTACK_BASE_URL"]
+        admin = PandaStack()
+        suffix = uuid.uuid4().hex[:8]
+        key = admin.create_key("py-build-" + suffix)
+        team = PandaStack(token=key.key, base_url=base_url)
+        name, spec = "py-team-" + suffix, "FROM base\nENV WHO=team\n"
+        with self.assertRaises(NotFoundError) as cm:  # refused before any build
+            admin.build_template(name, spec=spec, team="py-no-such-team-" + suffix)
+        self.assertIn("py-no-such-team-" + suffix, cm.exception.message)
+        with self.assertRaises(PermissionDeniedError):  # a team key builds only its own
+            team.build_template(name, spec=spec, team="admin")
+        t = admin.build_template(name, spec=spec, team=key.team)
+        self.assertEqual((t.name, t.version, t.team_id), (name, 1, key.team_id))
+        self.assertEqual([v["version"] for v in team.template_versions(name)], [1])
+        with self.assertRaises(NotFoundError):  # the team's template, not a public one
+            admin.template_versions(name)
+        sbx = team.sandboxes.create(template=name, ttl_seconds=300)
+        self.addCleanup(sbx.kill)
+        self.assertEqual(sbx.exec("echo $WHO").stdout, "team\n")
+
+    def test_snapshot_export_import(self):
+        base_url = os.environ["PANDASTACK_BASE_URL"]
+        admin = PandaStack()
+        sbx = self.sandbox()
+        sbx.filesystem.write("/root/exported.txt", "round trip")
+        name = "py-exp-" + uuid.uuid4().hex[:8]
+        snap_id = sbx.snapshot(name)["id"]
+        sbx.kill()
+
+        exp = admin.export_snapshot(snap_id)
+        self.assertIsInstance(exp, Snapshot)
+        self.assertEqual((exp.id, exp.name, exp.export_error), (snap_id, name, None))
+        self.assertTrue(exp.object_key)
+        self.assertIsNotNone(exp.exported_at)
+        self.assertGreater(exp.size_bytes, 0)
+
+        async def again():  # the async client: an exported snapshot answers at once
+            c = AsyncPandaStack()
+            self.assertEqual((await c.export_snapshot(snap_id)).object_key, exp.object_key)
+            with self.assertRaises(ConflictError):  # the exported name is taken here
+                await c.import_snapshot(exp.object_key)
+        asyncio.run(again())
+
+        imp = admin.import_snapshot(exp.object_key, name=name + "-imported")
+        self.assertIsInstance(imp, Snapshot)
+        self.assertNotEqual(imp.id, snap_id)  # this server has one with the exported id
+        self.assertEqual((imp.name, imp.template, imp.sandbox_id, imp.team_id),
+                         (name + "-imported", exp.template, exp.sandbox_id, exp.team_id))
+        restored = Sandbox.create(snapshot=imp.id, ttl_seconds=300)
+        self.addCleanup(restored.kill)
+        self.assertEqual(restored.filesystem.read("/root/exported.txt"), "round trip")
+
+        with self.assertRaises(NotFoundError):
+            admin.export_snapshot("snap_doesnotexist")
+        with self.assertRaises(NotFoundError):
+            admin.import_snapshot("snapshots/snap_doesnotexist")
+        team = PandaStack(token=admin.create_key("py-snap-" + uuid.uuid4().hex[:8]).key, base_url=base_url)
+        with self.assertRaises(NotFoundError):  # another team's snapshot looks missing
+            team.export_snapshot(snap_id)
+        with self.assertRaises(NotFoundError):  # a team key finds only its own team's exports
+            team.import_snapshot(exp.object_key)
+
+    def test_ca_certificate(self):
+        # Needs no key: a wrong one is not even looked at.
+        pem = PandaStack(token="pds_wrong", base_url=os.environ["PANDASTACK_BASE_URL"]).ca_certificate()
+        self.assertTrue(pem.startswith("-----BEGIN CERTIFICATE-----"), pem[:100])
+        self.assertGreater(len(ssl.PEM_cert_to_DER_cert(pem)), 100)
+        ctx = ssl.create_default_context(cadata=pem)  # parses as an X.509 certificate
+        certs = ctx.get_ca_certs()
+        self.assertEqual(len(certs), 1)
+        self.assertTrue(certs[0]["subject"])
+        self.assertEqual(asyncio.run(AsyncPandaStack().ca_certificate()), pem)
 
     def test_errors(self):
         base_url = os.environ["PANDASTACK_BASE_URL"]

@@ -138,6 +138,35 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.wfile.write(data)
             self.close_connection = True
             return
+        snap = {"id": "snap_1", "team_id": "team_1", "name": "n", "sandbox_id": "sbx_1",
+                "template": "base", "template_id": "tpl_1", "host": "local", "size_bytes": 42,
+                "created_at": "2024-05-06T07:08:09Z"}
+        if path == "/v1/snapshots/snap%201%2Fx/export" and self.command == "POST":
+            return self._json(200, dict(snap, object_key="snapshots/snap_1",
+                                        exported_at="2024-05-06T07:09:09Z"))
+        if path == "/v1/snapshots" and self.command == "POST":
+            req = json.loads(body["data"])
+            srv.imports.append(req)
+            if req.get("name") == "taken":
+                return self._json(409, {"error": {"code": "conflict", "message": "name taken"}})
+            return self._json(201, dict(snap, name=req.get("name", "n")))
+        if path == "/v1/ca.pem" and self.command == "GET":
+            srv.ca_accepts.append(self.headers.get("Accept"))
+            data = b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-pem-file")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            return self.wfile.write(data)
+        if path == "/v1/templates/web/build" and self.command == "POST":
+            srv.build_queries.append(self.path)
+            data = line({"type": "done", "template": {"team_id": "team_1", "name": "web", "id": "t",
+                                                      "version": 1}})
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-ndjson")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            return self.wfile.write(data)
         if path.startswith("/v1/sandboxes/sbx_1/") and path.endswith(("/snapshot", "/fork")):
             return self._json(405, {"error": {"code": "method_not_allowed", "message": "no"}})
         if path == "/v1/sandboxes/sbx_1/exec":
@@ -191,7 +220,7 @@ class LocalServerTest(unittest.TestCase):
         cls.srv = QuietServer(("127.0.0.1", 0), Handler)
         cls.srv.daemon_threads = True
         cls.srv.requests, cls.srv.conns, cls.srv.exec_bodies, cls.srv.created = [], set(), [], []
-        cls.srv.key_queries = []
+        cls.srv.key_queries, cls.srv.imports, cls.srv.ca_accepts, cls.srv.build_queries = [], [], [], []
         threading.Thread(target=cls.srv.serve_forever, daemon=True).start()
         cls.url = "http://127.0.0.1:%d" % cls.srv.server_address[1]
         cls.addClassCleanup(cls.srv.server_close)
@@ -266,6 +295,32 @@ class LocalServerTest(unittest.TestCase):
             ac = AsyncPandaStack(sync_client=c)
             return (await ac.volumes.create("data", 64))["id"]
         self.assertEqual(asyncio.run(run_async()), "vol_1")
+
+    def test_snapshot_export_import_ca_and_team_build_calls(self):
+        c = self.client()
+        e = c.export_snapshot("snap 1/x")
+        self.assertIsInstance(e, pandastack.Snapshot)
+        self.assertEqual((e.id, e.object_key, e.size_bytes, e.export_error), ("snap_1", "snapshots/snap_1", 42, None))
+        self.assertEqual((e.exported_at.minute, e.created_at.minute), (9, 8))
+        i = c.import_snapshot("snapshots/snap_1", name="copy")
+        self.assertEqual((i.name, i.object_key, i.exported_at), ("copy", None, None))
+        c.import_snapshot("snapshots/snap_1")
+        self.assertEqual(self.srv.imports[-2:], [{"object_key": "snapshots/snap_1", "name": "copy"},
+                                                 {"object_key": "snapshots/snap_1"}])
+        with self.assertRaises(ConflictError):
+            c.import_snapshot("snapshots/snap_1", name="taken")
+        self.assertEqual(c.ca_certificate(), "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n")
+        self.assertEqual(self.srv.ca_accepts[-1], "application/x-pem-file")
+        t = c.build_template("web", spec="FROM base\n", team="acme corp")
+        self.assertEqual((t.team_id, t.version), ("team_1", 1))
+        self.assertEqual(self.srv.build_queries[-1], "/v1/templates/web/build?team=acme%20corp")
+
+        async def run_async():
+            ac = AsyncPandaStack(sync_client=c)
+            return ((await ac.export_snapshot("snap 1/x")).object_key,
+                    (await ac.import_snapshot("snapshots/snap_1", "copy2")).name,
+                    await ac.ca_certificate())
+        self.assertEqual(asyncio.run(run_async())[:2], ("snapshots/snap_1", "copy2"))
 
     def test_non_json_error(self):
         with self.assertRaises(UnavailableError) as cm:

@@ -2,7 +2,7 @@
 
 import { makeError } from "./errors.js";
 import { HttpClient, NDJSON } from "./http.js";
-import { readNDJSON } from "./ndjson.js";
+import { describe, isAbort, readNDJSON } from "./ndjson.js";
 import { Sandboxes } from "./sandbox.js";
 import {
   toCreatedKey,
@@ -15,6 +15,10 @@ import {
   type WireKey,
   type WireQuotas,
   toTemplate,
+  toSnapshot,
+  type ImportSnapshotOptions,
+  type Snapshot,
+  type WireSnapshot,
   toVolume,
   type Volume,
   type WireVolume,
@@ -96,7 +100,13 @@ export class Templates {
   /**
    * Builds a custom template from a spec file (see the README for its
    * syntax) and its build context (relative path → content, what COPY
-   * reads), calling `onLog` with each log line. Needs an admin key.
+   * reads), calling `onLog` with each log line.
+   *
+   * Any key builds for its own team (the name is the team's; public names
+   * are reserved: ConflictError). An admin key builds for the public
+   * catalog, or for the team `team` names (NotFoundError if there is none).
+   * A team key naming another team gets PermissionDeniedError; a team at
+   * its `max_concurrent_builds` QuotaExceededError.
    */
   async buildCustom(
     name: string,
@@ -107,13 +117,15 @@ export class Templates {
       cpus?: number;
       memoryMib?: number;
       diskGib?: number;
+      /** Admin keys: build for this team (by name) instead of the public catalog. */
+      team?: string;
       onLog?: (line: string) => void;
     },
   ): Promise<Template> {
     const resp = await this.#http.send({
       method: "POST",
       path: `/v1/templates/${encodeURIComponent(name)}/build`,
-      query: { tag: opts.tag, cpus: opts.cpus, memory_mib: opts.memoryMib, disk_gib: opts.diskGib },
+      query: { tag: opts.tag, cpus: opts.cpus, memory_mib: opts.memoryMib, disk_gib: opts.diskGib, team: opts.team || undefined },
       body: packBuildContext(opts.spec, opts.files),
       contentType: "application/x-tar",
       accept: NDJSON,
@@ -221,6 +233,52 @@ export class QuotasAPI {
   }
 }
 
+/**
+ * `client.snapshots`: snapshots in the server's object storage
+ * (`--object-store`). Take a snapshot with `sandbox.snapshot()`; start a
+ * sandbox from one with `sandboxes.create({ snapshot: id })`.
+ */
+export class Snapshots {
+  readonly #http: HttpClient;
+  /** @internal */
+  constructor(http: HttpClient) {
+    this.#http = http;
+  }
+
+  /**
+   * Exports a snapshot (RAM, disk, device state, machine, with a manifest of
+   * SHA-256 sums) to the server's object storage; resolves once the export
+   * is whole, with `objectKey` and `exportedAt` set. An exported snapshot
+   * answers at once. NotFoundError for a missing (or another team's)
+   * snapshot; UnavailableError (503) when the store fails.
+   */
+  async export(id: string, opts: RequestOptions = {}): Promise<Snapshot> {
+    const w = await this.#http.json<WireSnapshot>({
+      method: "POST",
+      path: `/v1/snapshots/${encodeURIComponent(id)}/export`,
+      signal: opts.signal,
+    });
+    return toSnapshot(w);
+  }
+
+  /**
+   * Makes a snapshot of the caller's team from the export at `objectKey`
+   * (an `objectKey` from `export`, also another server's sharing the store),
+   * every file's size and SHA-256 checked first. It keeps the exported id
+   * unless this server has a snapshot with it, and the exported name unless
+   * `name` is given (ConflictError when the name is taken). NotFoundError
+   * when there is no such export (a team key finds only its own team's);
+   * UnavailableError (503) when an object is missing, truncated or altered
+   * (nothing is left behind).
+   */
+  async import(objectKey: string, opts: ImportSnapshotOptions = {}): Promise<Snapshot> {
+    const body: { object_key: string; name?: string } = { object_key: objectKey };
+    if (opts.name) body.name = opts.name;
+    const w = await this.#http.json<WireSnapshot>({ method: "POST", path: "/v1/snapshots", json: body, signal: opts.signal });
+    return toSnapshot(w);
+  }
+}
+
 /** `client.volumes`: durable volumes, mounted in sandboxes at create (`volumes` of `sandboxes.create`). */
 export class Volumes {
   readonly #http: HttpClient;
@@ -279,6 +337,7 @@ export class PandaStack {
   readonly keys: Keys;
   readonly volumes: Volumes;
   readonly quotas: QuotasAPI;
+  readonly snapshots: Snapshots;
 
   constructor(options: ClientOptions = {}) {
     const apiKey = options.apiKey ?? env("PANDASTACK_API_KEY") ?? env("PANDASTACK_TOKEN");
@@ -290,6 +349,7 @@ export class PandaStack {
     this.keys = new Keys(this.#http);
     this.volumes = new Volumes(this.#http);
     this.quotas = new QuotasAPI(this.#http);
+    this.snapshots = new Snapshots(this.#http);
   }
 
   /** Whether an API key is configured. */
@@ -300,5 +360,27 @@ export class PandaStack {
   /** Checks that the server is up and says what isolation it provides. Needs no API key. */
   async health(opts: RequestOptions = {}): Promise<Health> {
     return this.#http.json<Health>({ method: "GET", path: "/v1/health", signal: opts.signal });
+  }
+
+  /**
+   * The PEM certificate of the server's own CA, which signs the
+   * certificates of its TLS listener (`--tls-listen`); add it to a client's
+   * trust store (Node: `new https.Agent({ ca })`, or NODE_EXTRA_CA_CERTS).
+   * Needs no API key. NotFoundError when the server has no CA.
+   */
+  async caCertificate(opts: RequestOptions = {}): Promise<string> {
+    const resp = await this.#http.send({ method: "GET", path: "/v1/ca.pem", accept: "application/x-pem-file", signal: opts.signal });
+    try {
+      return await resp.text();
+    } catch (cause) {
+      if (isAbort(cause)) throw cause;
+      throw new APIConnectionError({
+        status: 0,
+        code: "connection_error",
+        message: `GET /v1/ca.pem: ${describe(cause)}`,
+        requestId: resp.headers.get("x-request-id") ?? undefined,
+        cause,
+      });
+    }
   }
 }

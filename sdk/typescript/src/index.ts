@@ -18,7 +18,7 @@
  * TextDecoder, so it runs on Node 20+, Bun, Deno and edge runtimes.
  */
 
-export { PandaStack, Templates, Keys, Volumes, QuotasAPI, DEFAULT_BASE_URL, type ClientOptions } from "./client.js";
+export { PandaStack, Templates, Keys, Volumes, QuotasAPI, Snapshots, DEFAULT_BASE_URL, type ClientOptions } from "./client.js";
 export { Sandbox, Sandboxes, CommandHandle } from "./sandbox.js";
 export { Filesystem } from "./filesystem.js";
 export {
@@ -77,6 +77,8 @@ export type {
   QuotaUpdate,
   ColdBoot,
   SnapshotInfo,
+  Snapshot,
+  ImportSnapshotOptions,
   Volume,
   VolumeMount,
   WireError,

@@ -403,9 +403,11 @@ export class Sandboxes {
     this.#http = http;
   }
 
-  /** Starts a sandbox from a template; resolves when it is running. */
+  /** Starts a sandbox from a template, or from a snapshot; resolves when it is running. */
   async create(params: CreateSandboxParams & RequestOptions): Promise<Sandbox> {
-    const body: WireCreateSandboxRequest = { template: params.template };
+    const body: WireCreateSandboxRequest = {};
+    if (params.template) body.template = params.template;
+    if (params.snapshot) body.snapshot = params.snapshot;
     if (params.ttlSeconds !== undefined) body.ttl_seconds = params.ttlSeconds;
     if (params.metadata && Object.keys(params.metadata).length > 0) body.metadata = params.metadata;
     if (params.env && Object.keys(params.env).length > 0) body.env = params.env;

@@ -85,8 +85,10 @@ export interface PortUrl {
 
 /** Describes a new sandbox. */
 export interface CreateSandboxParams {
-  /** Template name, e.g. "base". */
-  template: string;
+  /** Template name, e.g. "base"; required unless `snapshot` is given. */
+  template?: string;
+  /** Start from this snapshot id (of the caller's team) instead of the template's bake. */
+  snapshot?: string;
   /** Seconds until the sandbox expires (server default 300). `setTtl` changes it later. */
   ttlSeconds?: number;
   /** Labels (at most 64), usable as `list` filters. */
@@ -266,6 +268,8 @@ export interface RemoveOptions extends RequestOptions {
 
 /** A template sandboxes are created from. */
 export interface Template {
+  /** The team that owns it; absent for the public catalog. */
+  teamId?: string;
   name: string;
   /** Content key of the build inputs. */
   id: string;
@@ -382,6 +386,68 @@ export interface SnapshotInfo {
   [key: string]: unknown;
 }
 
+/** A saved sandbox (memory, processes, disk), as `client.snapshots` answers it. */
+export interface Snapshot {
+  id: string;
+  teamId: string;
+  /** Unique in the team. */
+  name: string;
+  /** The sandbox it was taken of. */
+  sandboxId: string;
+  template: string;
+  templateId: string;
+  host: string;
+  sizeBytes: number;
+  createdAt: Date;
+  /** Where it is exported in the server's object storage (what `snapshots.import` takes); absent until exported. */
+  objectKey?: string;
+  /** When the export finished. */
+  exportedAt?: Date;
+  /** Why the last export failed; absent when it did not. */
+  exportError?: string;
+}
+
+/** Options of `snapshots.import`. */
+export interface ImportSnapshotOptions extends RequestOptions {
+  /** The new snapshot's name (default: the exported one). */
+  name?: string;
+}
+
+/** @internal */
+export interface WireSnapshot {
+  id: string;
+  team_id: string;
+  name: string;
+  sandbox_id: string;
+  template: string;
+  template_id: string;
+  host: string;
+  size_bytes: number;
+  created_at: string;
+  object_key?: string;
+  exported_at?: string;
+  export_error?: string;
+}
+
+/** @internal */
+export function toSnapshot(w: WireSnapshot): Snapshot {
+  const s: Snapshot = {
+    id: w.id,
+    teamId: w.team_id,
+    name: w.name,
+    sandboxId: w.sandbox_id,
+    template: w.template,
+    templateId: w.template_id,
+    host: w.host,
+    sizeBytes: w.size_bytes,
+    createdAt: new Date(w.created_at),
+  };
+  if (w.object_key) s.objectKey = w.object_key;
+  if (w.exported_at) s.exportedAt = new Date(w.exported_at);
+  if (w.export_error) s.exportError = w.export_error;
+  return s;
+}
+
 // ---- wire shapes (snake_case JSON, exactly as in api/openapi.yaml) ----
 
 export interface WireError {
@@ -426,7 +492,8 @@ export interface WireSandboxList {
 }
 
 export interface WireCreateSandboxRequest {
-  template: string;
+  template?: string;
+  snapshot?: string;
   cpus?: number;
   memory_mib?: number;
   disk_gib?: number;
@@ -492,6 +559,7 @@ export interface WireFileInfo {
 }
 
 export interface WireTemplate {
+  team_id?: string;
   name: string;
   id: string;
   cpus: number;
@@ -628,6 +696,7 @@ export function toFileInfo(w: WireFileInfo): FileInfo {
 
 export function toTemplate(w: WireTemplate): Template {
   return {
+    ...(w.team_id ? { teamId: w.team_id } : {}),
     name: w.name,
     id: w.id,
     cpus: w.cpus,

@@ -8,7 +8,7 @@
 
 import { test, describe, after } from "node:test";
 import assert from "node:assert/strict";
-import { createHash, randomBytes } from "node:crypto";
+import { createHash, randomBytes, X509Certificate } from "node:crypto";
 
 import {
   PandaStack,
@@ -24,6 +24,7 @@ import {
   QuotaExceededError,
   RateLimitError,
   type ExecResult,
+  type Snapshot,
 } from "@pandastack/sdk";
 
 const live = !!process.env["PANDASTACK_BASE_URL"] && !!process.env["PANDASTACK_API_KEY"];
@@ -426,6 +427,84 @@ describe("against a real server", { skip }, () => {
       await sbx.kill();
     }
     await assert.rejects(admin.templates.buildCustom(name, { spec: "FROM base\nFROB x\n" }), /line 2/);
+  });
+});
+
+describe("snapshots, the CA and team builds against a real server", { skip }, () => {
+  test("a snapshot exported to object storage and imported back", { timeout: 300_000 }, async () => {
+    const admin = new PandaStack();
+    const sbx = await admin.sandboxes.create({ template: "base", ttlSeconds: 300 });
+    created.push(sbx);
+    await sbx.filesystem.write("/root/exported.txt", "round trip");
+    const snapId = (await sbx.snapshot()).id;
+    await sbx.kill();
+
+    const exp: Snapshot = await admin.snapshots.export(snapId);
+    assert.equal(exp.id, snapId);
+    assert.match(exp.objectKey ?? "", /\S/);
+    assert.ok(exp.exportedAt instanceof Date && !isNaN(exp.exportedAt.getTime()));
+    assert.ok(exp.createdAt instanceof Date && exp.sizeBytes > 0);
+    assert.equal(exp.exportError, undefined);
+    // An exported snapshot answers at once, with the same key.
+    assert.equal((await admin.snapshots.export(snapId)).objectKey, exp.objectKey);
+    // The exported name is taken on this server.
+    await assert.rejects(admin.snapshots.import(exp.objectKey!), isTypedError(ConflictError, 409));
+
+    const name = "ts-imported-" + randomBytes(4).toString("hex");
+    const imp = await admin.snapshots.import(exp.objectKey!, { name });
+    assert.notEqual(imp.id, snapId); // this server has a snapshot with the exported id
+    assert.deepEqual(
+      [imp.name, imp.template, imp.sandboxId, imp.teamId],
+      [name, exp.template, exp.sandboxId, exp.teamId],
+    );
+    const restored = await admin.sandboxes.create({ snapshot: imp.id, ttlSeconds: 300 });
+    created.push(restored);
+    assert.equal(await restored.filesystem.read("/root/exported.txt"), "round trip");
+    await restored.kill();
+
+    await assert.rejects(admin.snapshots.export("snap_doesnotexist"), isTypedError(NotFoundError, 404));
+    await assert.rejects(admin.snapshots.import("snapshots/snap_doesnotexist"), isTypedError(NotFoundError, 404));
+    const k = await admin.keys.create({ team: "ts-snap-" + randomBytes(4).toString("hex") });
+    const team = new PandaStack({ apiKey: k.key });
+    // Another team's snapshot and export look missing.
+    await assert.rejects(team.snapshots.export(snapId), isTypedError(NotFoundError, 404));
+    await assert.rejects(team.snapshots.import(exp.objectKey!), isTypedError(NotFoundError, 404));
+  });
+
+  test("the server's CA certificate parses as an X.509 CA; no key needed", { timeout: 30_000 }, async () => {
+    const pem = await new PandaStack({ apiKey: "pds_not_a_real_key" }).caCertificate();
+    assert.match(pem, /^-----BEGIN CERTIFICATE-----\n/);
+    const cert = new X509Certificate(pem);
+    assert.equal(cert.ca, true);
+    assert.ok(cert.subject.length > 0);
+    assert.ok(new Date(cert.validTo).getTime() > Date.now());
+  });
+
+  test("an admin key builds a custom template for a team; a team key only for its own", { timeout: 300_000 }, async () => {
+    const admin = new PandaStack();
+    const suffix = randomBytes(4).toString("hex");
+    const k = await admin.keys.create({ team: "ts-build-" + suffix });
+    const team = new PandaStack({ apiKey: k.key });
+    const name = "ts-team-" + suffix;
+    const spec = "FROM base\nENV WHO=team\n";
+    // Refused before any build.
+    await assert.rejects(admin.templates.buildCustom(name, { spec, team: "ts-no-such-team-" + suffix }), (e: unknown) => {
+      isTypedError(NotFoundError, 404)(e);
+      assert.match((e as Error).message, new RegExp("ts-no-such-team-" + suffix));
+      return true;
+    });
+    await assert.rejects(team.templates.buildCustom(name, { spec, team: "admin" }), isTypedError(PermissionDeniedError, 403));
+
+    const t = await admin.templates.buildCustom(name, { spec, team: k.team });
+    assert.equal(t.name, name);
+    assert.equal(t.teamId, k.teamId);
+    assert.deepEqual((await team.templates.versions(name)).map((v) => v.version), [1]);
+    // The team's template, not a public one.
+    await assert.rejects(admin.templates.versions(name), isTypedError(NotFoundError, 404));
+    const sbx = await team.sandboxes.create({ template: name, ttlSeconds: 120 });
+    created.push(sbx);
+    assert.equal((await sbx.exec("echo $WHO")).stdout, "team\n");
+    await sbx.kill();
   });
 });
 

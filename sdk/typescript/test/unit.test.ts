@@ -483,6 +483,46 @@ describe("requests", () => {
     assert.deepEqual(JSON.parse(seen[0]!.body.toString()), { template: "base" });
   });
 
+  test("snapshots: export and import requests; fields converted; create from a snapshot", async () => {
+    const ws = { id: "snap_1", team_id: "team_1", name: "n", sandbox_id: "sb_1", template: "base", template_id: "tpl_1", host: "local", size_bytes: 42, created_at: "2025-01-02T03:04:05Z" };
+    serve((_req, _b, res) => json(res, 200, { ...ws, object_key: "snapshots/snap_1", exported_at: "2025-01-02T03:05:00Z" }));
+    const e = await client().snapshots.export("snap 1/x");
+    assert.equal(seen[0]!.method, "POST");
+    assert.equal(seen[0]!.url, "/v1/snapshots/snap%201%2Fx/export");
+    assert.deepEqual([e.objectKey, e.exportedAt?.toISOString(), e.exportError, e.sizeBytes, e.sandboxId], ["snapshots/snap_1", "2025-01-02T03:05:00.000Z", undefined, 42, "sb_1"]);
+    serve((_req, _b, res) => json(res, 201, ws));
+    const i = await client().snapshots.import("snapshots/snap_1", { name: "copy" });
+    assert.equal(seen[0]!.url, "/v1/snapshots");
+    assert.deepEqual(JSON.parse(seen[0]!.body.toString()), { object_key: "snapshots/snap_1", name: "copy" });
+    assert.deepEqual([i.objectKey, i.exportedAt], [undefined, undefined]);
+    serve((_req, _b, res) => json(res, 201, ws));
+    await client().snapshots.import("snapshots/snap_1");
+    assert.deepEqual(JSON.parse(seen[0]!.body.toString()), { object_key: "snapshots/snap_1" });
+    serve((_req, _b, res) => json(res, 409, { error: { code: "conflict", message: "name taken" } }));
+    await assert.rejects(client().snapshots.import("snapshots/snap_1"), (e: unknown) => e instanceof ConflictError);
+    serve((_req, _b, res) => json(res, 201, wireSandbox));
+    await client().sandboxes.create({ snapshot: "snap_1" });
+    assert.deepEqual(JSON.parse(seen[0]!.body.toString()), { snapshot: "snap_1" });
+  });
+
+  test("caCertificate: GET /v1/ca.pem as PEM text; a custom build names its team", async () => {
+    serve((_req, _b, res) => {
+      res.writeHead(200, { "Content-Type": "application/x-pem-file" });
+      res.end("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n");
+    });
+    assert.equal(await client().caCertificate(), "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n");
+    assert.equal(seen[0]!.url, "/v1/ca.pem");
+    assert.equal(seen[0]!.headers["accept"], "application/x-pem-file");
+    const done = { type: "done", template: { team_id: "team_1", name: "web", id: "t", cpus: 1, memory_mib: 512, disk_mib: 2048, accel: "tcg", built_at: "2025-01-02T03:04:05Z", build_ms: 1 } };
+    serve((_req, _b, res) => {
+      res.writeHead(200, { "Content-Type": "application/x-ndjson" });
+      res.end(JSON.stringify(done) + "\n");
+    });
+    const t = await client().templates.buildCustom("web", { spec: "FROM base\n", team: "acme" });
+    assert.equal(t.teamId, "team_1");
+    assert.equal(new URL(seen[0]!.url, "http://x").searchParams.get("team"), "acme");
+  });
+
   test("volumes: create, list, delete, 507 typed; mounts sent at create", async () => {
     const wv = { id: "vol_1", team_id: "team_1", name: "data", size_mib: 64, created_at: "2025-01-02T03:04:05Z", sandbox_id: "", host: "local" };
     serve((req, _b, res) => {
