@@ -261,10 +261,10 @@ func copyArgs(args string) (src, dst string, err error) {
 // ContextPath cleans a path relative to the build context, refusing one that
 // is absolute or leads outside it. "." is the context itself.
 func ContextPath(p string) (string, error) {
-	if path.IsAbs(p) || strings.HasPrefix(p, `\`) {
+	c := path.Clean(p)
+	if path.IsAbs(p) || strings.HasPrefix(p, `\`) || strings.HasPrefix(c, `\`) {
 		return "", fmt.Errorf("absolute path: sources are relative to the build context")
 	}
-	c := path.Clean(p)
 	if c == ".." || strings.HasPrefix(c, "../") {
 		return "", fmt.Errorf("path leads outside the build context")
 	}
