@@ -35,6 +35,12 @@ const (
 // leading outside dir are refused; symbolic links are kept as they are (a
 // COPY that would follow one out of the context is refused later).
 func ExtractContext(r io.Reader, dir string) ([]byte, error) {
+	return extractContext(r, dir, MaxContextBytes, MaxContextEntries)
+}
+
+// extractContext is ExtractContext with its bounds as parameters (tests
+// use small ones).
+func extractContext(r io.Reader, dir string, maxBytes int64, maxEntries int) ([]byte, error) {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, err
@@ -44,8 +50,8 @@ func ExtractContext(r io.Reader, dir string) ([]byte, error) {
 	var specData []byte
 	var total int64
 	for n := 0; ; n++ {
-		if n > MaxContextEntries {
-			return nil, pandastack.Errorf(pandastack.ETooLarge, "the build context has more than %d entries", MaxContextEntries)
+		if n > maxEntries {
+			return nil, pandastack.Errorf(pandastack.ETooLarge, "the build context has more than %d entries", maxEntries)
 		}
 		h, err := tr.Next()
 		if err == io.EOF {
@@ -82,8 +88,8 @@ func ExtractContext(r io.Reader, dir string) ([]byte, error) {
 			}
 		case tar.TypeReg:
 			total += h.Size
-			if total > MaxContextBytes {
-				return nil, pandastack.Errorf(pandastack.ETooLarge, "the build context is larger than %d bytes", int64(MaxContextBytes))
+			if total > maxBytes {
+				return nil, pandastack.Errorf(pandastack.ETooLarge, "the build context is larger than %d bytes", maxBytes)
 			}
 			f, err := root.OpenFile(name, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, fs.FileMode(h.Mode)&0o777|0o600)
 			if err != nil {
