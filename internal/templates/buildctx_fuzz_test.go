@@ -6,8 +6,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pandastack/pandastack"
 )
@@ -129,7 +131,19 @@ func checkExtract(t *testing.T, raw []byte) {
 	if err := os.WriteFile(sentinel, []byte("untouched"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	specData, err := extractContext(bytes.NewReader(raw), dir, fuzzMaxBytes, fuzzMaxEntries)
+	var specData []byte
+	var err error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		specData, err = extractContext(bytes.NewReader(raw), dir, fuzzMaxBytes, fuzzMaxEntries)
+	}()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		buf := make([]byte, 1<<20)
+		t.Fatalf("extraction did not finish:\n%s", buf[:runtime.Stack(buf, true)])
+	}
 	if err != nil {
 		if c := pandastack.ErrorCode(err); c != pandastack.EInvalid && c != pandastack.ETooLarge {
 			t.Fatalf("extract failed with %q, want a client error: %v", c, err)
