@@ -28,6 +28,9 @@ const SpecEntry = ".pandastack-spec"
 const (
 	MaxContextBytes   = 2 << 30
 	MaxContextEntries = 100000
+	// MaxContextPath bounds an entry's name (PATH_MAX): each level of a
+	// path is a directory, an inode the byte bound does not count.
+	MaxContextPath = 4096
 )
 
 // ExtractContext unpacks an uploaded build context (a tar stream) into dir
@@ -68,6 +71,9 @@ func extractContext(r io.Reader, dir string, maxBytes int64, maxEntries int) ([]
 				return nil, pandastack.Errorf(pandastack.EInvalid, "read spec: %v", err)
 			}
 			continue
+		}
+		if len(h.Name) > MaxContextPath {
+			return nil, pandastack.Errorf(pandastack.EInvalid, "build context entry %.64q...: a name longer than %d bytes", h.Name, MaxContextPath)
 		}
 		name, err := spec.ContextPath(strings.TrimSuffix(h.Name, "/"))
 		if err != nil || name == "." {

@@ -163,11 +163,15 @@ func checkExtract(t *testing.T, raw []byte) {
 	}
 	var size int64
 	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || p == dir {
+		if err != nil {
+			// ENAMETOOLONG: a tree deeper than PATH_MAX.
+			t.Fatalf("walk the extracted context: %v", err)
+		}
+		if p == dir {
 			return nil
 		}
-		if rel, _ := filepath.Rel(dir, p); len(rel) > 4096 {
-			t.Fatalf("extracted a path of %d bytes (bound %d): every level is an inode", len(rel), 4096)
+		if rel, _ := filepath.Rel(dir, p); len(rel) > MaxContextPath {
+			t.Fatalf("extracted a path of %d bytes (bound %d): every level is an inode", len(rel), MaxContextPath)
 		}
 		if fi, err := os.Lstat(p); err == nil && fi.Mode().IsRegular() {
 			size += fi.Size()
