@@ -229,7 +229,9 @@ func allowAnswersCmd(resp []byte) (string, error) {
 			break
 		}
 		if h.Type != dnsmessage.TypeA {
-			_ = p.SkipAnswer()
+			if err := p.SkipAnswer(); err != nil {
+				break // a malformed record: the parser cannot move past it
+			}
 			continue
 		}
 		a, err := p.AResource()
