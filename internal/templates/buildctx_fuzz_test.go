@@ -16,7 +16,7 @@ import (
 
 // Small bounds for fuzzing: the real ones (2 GiB) are the same code path.
 const (
-	fuzzMaxBytes   = 64 << 10
+	fuzzMaxBytes   = 4 << 10
 	fuzzMaxEntries = 64
 )
 
@@ -54,7 +54,7 @@ var contextSeeds = []string{
 	"f .pandastack-spec FROM base\nf a/../../outside/x x\n",
 	"f .pandastack-spec FROM base\nd a\nl a/b ..\nl a/b/c ../..\nf a/b/c/escape x",
 	"f .pandastack-spec FROM base\nh hard ../outside/sentinel\nc dev 0\np fifo 0",
-	"f .pandastack-spec FROM base\nz big 100000",
+	"f .pandastack-spec FROM base\nz big 5000",
 	"f .pandastack-spec FROM base\ns sparse 10000000",
 }
 
