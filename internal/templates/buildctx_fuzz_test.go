@@ -33,13 +33,19 @@ func FuzzExtractContext(f *testing.F) {
 
 // FuzzExtractContextEntries builds well-formed tar streams from a script
 // (one entry a line: TYPE NAME [LINK|SIZE]) so the fuzzer spends its time
-// on names, link targets, types and sizes rather than on tar checksums.
+// on names, link targets, types and sizes rather than on tar checksums;
+// keep, when not zero, cuts the stream to that many bytes (an upload that
+// stopped).
 func FuzzExtractContextEntries(f *testing.F) {
 	for _, script := range contextSeeds {
-		f.Add(script)
+		f.Add(script, uint16(0))
 	}
-	f.Fuzz(func(t *testing.T, script string) {
-		checkExtract(t, tarFromScript(script))
+	f.Fuzz(func(t *testing.T, script string, keep uint16) {
+		raw := tarFromScript(script)
+		if keep > 0 && int(keep) < len(raw) {
+			raw = raw[:keep]
+		}
+		checkExtract(t, raw)
 	})
 }
 
