@@ -101,8 +101,13 @@ func extractContext(r io.Reader, dir string, maxBytes int64, maxEntries int) ([]
 			if err != nil {
 				return nil, pandastack.Errorf(pandastack.EInvalid, "build context entry %q: %v", h.Name, err)
 			}
-			_, err = io.Copy(f, tr)
+			src := &readErr{r: tr}
+			_, err = io.Copy(f, src)
 			f.Close()
+			if src.err != nil {
+				// The upload, not this host: cut short or over the limit.
+				return nil, pandastack.Errorf(pandastack.EInvalid, "read build context entry %q: %v", h.Name, src.err)
+			}
 			if err != nil {
 				return nil, fmt.Errorf("extract %s: %w", h.Name, err)
 			}
@@ -118,6 +123,21 @@ func extractContext(r io.Reader, dir string, maxBytes int64, maxEntries int) ([]
 		return nil, pandastack.Errorf(pandastack.EInvalid, "the build context carries no spec file (tar entry %s)", SpecEntry)
 	}
 	return specData, nil
+}
+
+// readErr remembers the error of the reader it wraps, telling the
+// upload's failures from the host's.
+type readErr struct {
+	r   io.Reader
+	err error
+}
+
+func (r *readErr) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if err != nil && err != io.EOF {
+		r.err = err
+	}
+	return n, err
 }
 
 // contextFile is one regular file a COPY sends.
