@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"io/fs"
 	"os"
@@ -52,6 +53,23 @@ func extractContext(r io.Reader, dir string, maxBytes int64, maxEntries int) ([]
 	tr := tar.NewReader(r)
 	var specData []byte
 	var total int64
+	// Directories an entry's name creates are inodes too: at most
+	// maxEntries of them (a name a/b/c/... makes one per level).
+	dirs := map[uint64]struct{}{}
+	seed := maphash.MakeSeed()
+	addDirs := func(d string) error {
+		for ; d != "." && d != "/"; d = path.Dir(d) {
+			h := maphash.String(seed, d)
+			if _, ok := dirs[h]; ok {
+				return nil
+			}
+			if len(dirs) >= maxEntries {
+				return pandastack.Errorf(pandastack.ETooLarge, "the build context has more than %d directories", maxEntries)
+			}
+			dirs[h] = struct{}{}
+		}
+		return nil
+	}
 	for n := 0; ; n++ {
 		if n > maxEntries {
 			return nil, pandastack.Errorf(pandastack.ETooLarge, "the build context has more than %d entries", maxEntries)
@@ -81,6 +99,13 @@ func extractContext(r io.Reader, dir string, maxBytes int64, maxEntries int) ([]
 				continue
 			}
 			return nil, pandastack.Errorf(pandastack.EInvalid, "build context entry %q: %v", h.Name, err)
+		}
+		d := path.Dir(name)
+		if h.Typeflag == tar.TypeDir {
+			d = name
+		}
+		if err := addDirs(d); err != nil {
+			return nil, err
 		}
 		if d := path.Dir(name); d != "." {
 			if err := root.MkdirAll(d, 0o755); err != nil {

@@ -62,6 +62,7 @@ var contextSeeds = []string{
 	"f .pandastack-spec FROM base\nh hard ../outside/sentinel\nc dev 0\np fifo 0",
 	"f .pandastack-spec FROM base\nz big 5000",
 	"f .pandastack-spec FROM base\ns sparse 10000000",
+	"f .pandastack-spec FROM base\nd a/b/c/d/e/f/g/h/i/j/k/l/m/n/o/p/q/r/s/t/u/v/w/x/y/z/0/1/2/3/4/5/6/7/8/9/A/B/C/D/E/F/G/H/I/J/K/L/M/N/O/P/Q/R/S/T/U/V/W/X/Y/Z/a/b/c/d/e/f/g/h/i/j/k/l/m/n/o/p/q/r/s/t/u/v/w/x/y/z",
 }
 
 // tarFromScript writes a tar stream: per line "f NAME BODY" (regular
@@ -168,6 +169,7 @@ func checkExtract(t *testing.T, raw []byte) {
 		t.Fatalf("file outside the context changed: %q %v", b, err)
 	}
 	var size int64
+	dirs := 0
 	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			// ENAMETOOLONG: a tree deeper than PATH_MAX.
@@ -178,6 +180,11 @@ func checkExtract(t *testing.T, raw []byte) {
 		}
 		if rel, _ := filepath.Rel(dir, p); len(rel) > MaxContextPath {
 			t.Fatalf("extracted a path of %d bytes (bound %d): every level is an inode", len(rel), MaxContextPath)
+		}
+		if d.IsDir() {
+			if dirs++; dirs > fuzzMaxEntries {
+				t.Fatalf("extracted more than %d directories", fuzzMaxEntries)
+			}
 		}
 		if fi, err := os.Lstat(p); err == nil && fi.Mode().IsRegular() {
 			size += fi.Size()
