@@ -87,7 +87,7 @@ func (e *fuzzEnv) send(t *testing.T, rt fuzzRoute, pathSuffix, query string, bod
 	rec := httptest.NewRecorder()
 	e.handler.ServeHTTP(rec, r)
 	resp := response{Status: rec.Code, Header: rec.Header(), Body: rec.Body.Bytes()}
-	checkFuzzAnswer(t, rt.method, r.URL.Path, resp)
+	checkFuzzAnswer(t, rt.method, r.URL.EscapedPath(), resp)
 	return resp
 }
 
