@@ -94,7 +94,7 @@ func (c *Client) follow(ctx context.Context, gc *guestproto.Conn, fn func(pandas
 		case guestproto.PktExit:
 			var e guestproto.Exit
 			if err := json.Unmarshal(p, &e); err != nil {
-				return res, fmt.Errorf("decode exit: %w", err)
+				return res, c.mapErr(ctx, fmt.Errorf("decode exit: %w", err))
 			}
 			res = pandastack.ExecResult{ExitCode: e.ExitCode, Signal: e.Signal, TimedOut: e.TimedOut, DurationMs: e.DurationMs}
 			if ctx.Err() != nil {

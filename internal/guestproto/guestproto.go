@@ -80,6 +80,9 @@ func ReadFrame(r io.Reader, buf []byte) (byte, []byte, []byte, error) {
 	}
 	p := buf[:n]
 	if _, err := io.ReadFull(r, p); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF // the header promised a payload
+		}
 		return 0, nil, buf, err
 	}
 	return hdr[0], p, buf, nil

@@ -205,12 +205,22 @@ func exchange(server string, q []byte, proto string) ([]byte, error) {
 // allowAnswers adds the A records of resp to the namespace's allowed set,
 // each for its TTL (at least a minute: clients cache longer than asked).
 func (f *forwarder) allowAnswers(n *sandboxNet, resp []byte) error {
-	var p dnsmessage.Parser
-	if _, err := p.Start(resp); err != nil {
+	cmd, err := allowAnswersCmd(resp)
+	if err != nil || cmd == "" {
 		return err
 	}
+	return inNetns(n.NS, func() error { return run(context.Background(), cmd, "nft", "-f", "-") })
+}
+
+// allowAnswersCmd is the nft script that allows resp's A records: ""
+// when it has none.
+func allowAnswersCmd(resp []byte) (string, error) {
+	var p dnsmessage.Parser
+	if _, err := p.Start(resp); err != nil {
+		return "", err
+	}
 	if err := p.SkipAllQuestions(); err != nil {
-		return err
+		return "", err
 	}
 	var elems []string
 	for {
@@ -219,7 +229,9 @@ func (f *forwarder) allowAnswers(n *sandboxNet, resp []byte) error {
 			break
 		}
 		if h.Type != dnsmessage.TypeA {
-			_ = p.SkipAnswer()
+			if err := p.SkipAnswer(); err != nil {
+				break // a malformed record: the parser cannot move past it
+			}
 			continue
 		}
 		a, err := p.AResource()
@@ -230,7 +242,7 @@ func (f *forwarder) allowAnswers(n *sandboxNet, resp []byte) error {
 		elems = append(elems, fmt.Sprintf("%s timeout %ds", netip.AddrFrom4(a.A), ttl))
 	}
 	if len(elems) == 0 {
-		return nil
+		return "", nil
 	}
 	// Re-adding an element refreshes nothing in nft; delete it first.
 	var cmd strings.Builder
@@ -239,7 +251,7 @@ func (f *forwarder) allowAnswers(n *sandboxNet, resp []byte) error {
 		fmt.Fprintf(&cmd, "add element ip %s dns_allowed { %s }\ndelete element ip %s dns_allowed { %s }\n", nsTable, addr, nsTable, addr)
 	}
 	fmt.Fprintf(&cmd, "add element ip %s dns_allowed { %s }\n", nsTable, strings.Join(elems, ", "))
-	return inNetns(n.NS, func() error { return run(context.Background(), cmd.String(), "nft", "-f", "-") })
+	return cmd.String(), nil
 }
 
 // reply is an empty answer to q with rcode.

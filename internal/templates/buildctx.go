@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"io/fs"
 	"os"
@@ -28,6 +29,9 @@ const SpecEntry = ".pandastack-spec"
 const (
 	MaxContextBytes   = 2 << 30
 	MaxContextEntries = 100000
+	// MaxContextPath bounds an entry's name (PATH_MAX): each level of a
+	// path is a directory, an inode the byte bound does not count.
+	MaxContextPath = 4096
 )
 
 // ExtractContext unpacks an uploaded build context (a tar stream) into dir
@@ -35,6 +39,12 @@ const (
 // leading outside dir are refused; symbolic links are kept as they are (a
 // COPY that would follow one out of the context is refused later).
 func ExtractContext(r io.Reader, dir string) ([]byte, error) {
+	return extractContext(r, dir, MaxContextBytes, MaxContextEntries)
+}
+
+// extractContext is ExtractContext with its bounds as parameters (tests
+// use small ones).
+func extractContext(r io.Reader, dir string, maxBytes int64, maxEntries int) ([]byte, error) {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, err
@@ -43,9 +53,26 @@ func ExtractContext(r io.Reader, dir string) ([]byte, error) {
 	tr := tar.NewReader(r)
 	var specData []byte
 	var total int64
+	// Directories an entry's name creates are inodes too: at most
+	// maxEntries of them (a name a/b/c/... makes one per level).
+	dirs := map[uint64]struct{}{}
+	seed := maphash.MakeSeed()
+	addDirs := func(d string) error {
+		for ; d != "." && d != "/"; d = path.Dir(d) {
+			h := maphash.String(seed, d)
+			if _, ok := dirs[h]; ok {
+				return nil
+			}
+			if len(dirs) >= maxEntries {
+				return pandastack.Errorf(pandastack.ETooLarge, "the build context has more than %d directories", maxEntries)
+			}
+			dirs[h] = struct{}{}
+		}
+		return nil
+	}
 	for n := 0; ; n++ {
-		if n > MaxContextEntries {
-			return nil, pandastack.Errorf(pandastack.ETooLarge, "the build context has more than %d entries", MaxContextEntries)
+		if n > maxEntries {
+			return nil, pandastack.Errorf(pandastack.ETooLarge, "the build context has more than %d entries", maxEntries)
 		}
 		h, err := tr.Next()
 		if err == io.EOF {
@@ -63,12 +90,22 @@ func ExtractContext(r io.Reader, dir string) ([]byte, error) {
 			}
 			continue
 		}
+		if len(h.Name) > MaxContextPath {
+			return nil, pandastack.Errorf(pandastack.EInvalid, "build context entry %.64q...: a name longer than %d bytes", h.Name, MaxContextPath)
+		}
 		name, err := spec.ContextPath(strings.TrimSuffix(h.Name, "/"))
 		if err != nil || name == "." {
 			if name == "." {
 				continue
 			}
 			return nil, pandastack.Errorf(pandastack.EInvalid, "build context entry %q: %v", h.Name, err)
+		}
+		d := path.Dir(name)
+		if h.Typeflag == tar.TypeDir {
+			d = name
+		}
+		if err := addDirs(d); err != nil {
+			return nil, err
 		}
 		if d := path.Dir(name); d != "." {
 			if err := root.MkdirAll(d, 0o755); err != nil {
@@ -82,15 +119,20 @@ func ExtractContext(r io.Reader, dir string) ([]byte, error) {
 			}
 		case tar.TypeReg:
 			total += h.Size
-			if total > MaxContextBytes {
-				return nil, pandastack.Errorf(pandastack.ETooLarge, "the build context is larger than %d bytes", int64(MaxContextBytes))
+			if total > maxBytes {
+				return nil, pandastack.Errorf(pandastack.ETooLarge, "the build context is larger than %d bytes", maxBytes)
 			}
 			f, err := root.OpenFile(name, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, fs.FileMode(h.Mode)&0o777|0o600)
 			if err != nil {
 				return nil, pandastack.Errorf(pandastack.EInvalid, "build context entry %q: %v", h.Name, err)
 			}
-			_, err = io.Copy(f, tr)
+			src := &readErr{r: tr}
+			_, err = io.Copy(f, src)
 			f.Close()
+			if src.err != nil {
+				// The upload, not this host: cut short or over the limit.
+				return nil, pandastack.Errorf(pandastack.EInvalid, "read build context entry %q: %v", h.Name, src.err)
+			}
 			if err != nil {
 				return nil, fmt.Errorf("extract %s: %w", h.Name, err)
 			}
@@ -106,6 +148,21 @@ func ExtractContext(r io.Reader, dir string) ([]byte, error) {
 		return nil, pandastack.Errorf(pandastack.EInvalid, "the build context carries no spec file (tar entry %s)", SpecEntry)
 	}
 	return specData, nil
+}
+
+// readErr remembers the error of the reader it wraps, telling the
+// upload's failures from the host's.
+type readErr struct {
+	r   io.Reader
+	err error
+}
+
+func (r *readErr) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if err != nil && err != io.EOF {
+		r.err = err
+	}
+	return n, err
 }
 
 // contextFile is one regular file a COPY sends.

@@ -129,6 +129,11 @@ func Parse(r io.Reader) (*Spec, error) {
 				return nil, errorf(ln.n, "WORKDIR must be an absolute path, got %q", args)
 			}
 			in.Args = path.Clean(args)
+			if strings.TrimSpace(in.Args) != in.Args {
+				// "/a /" cleans to "/a ": a name ending in a space no
+				// spec line can write (lines are trimmed).
+				return nil, errorf(ln.n, "WORKDIR %q ends in a directory whose name ends in a space", args)
+			}
 		case User:
 			if strings.ContainsAny(args, " \t:") {
 				return nil, errorf(ln.n, "USER takes one user name or uid, got %q", args)
@@ -261,10 +266,10 @@ func copyArgs(args string) (src, dst string, err error) {
 // ContextPath cleans a path relative to the build context, refusing one that
 // is absolute or leads outside it. "." is the context itself.
 func ContextPath(p string) (string, error) {
-	if path.IsAbs(p) || strings.HasPrefix(p, `\`) {
+	c := path.Clean(p)
+	if path.IsAbs(p) || strings.HasPrefix(p, `\`) || strings.HasPrefix(c, `\`) {
 		return "", fmt.Errorf("absolute path: sources are relative to the build context")
 	}
-	c := path.Clean(p)
 	if c == ".." || strings.HasPrefix(c, "../") {
 		return "", fmt.Errorf("path leads outside the build context")
 	}
