@@ -168,26 +168,30 @@ func (a *agent) serveDevice(ctx context.Context, path string) error {
 	}
 }
 
-// hello starts a session. The answer goes out first — it is what the host
-// waits for on every create — and the clock step, RNG reseed and new stream
-// session follow before the next frame is read, so no command of the new
-// session can run before them.
+// hello starts a session: it steps the clock, reseeds the RNG and publishes
+// a new generation (see rngState.restored), then answers. The new stream
+// session is set up before the next frame is read, so no command of the new
+// session can run before any of it.
 func (a *agent) hello(pw *portWriter, payload []byte) (*session, error) {
 	h, err := guestproto.UnmarshalHello(payload)
 	if err != nil {
 		return nil, fmt.Errorf("decode: %w", err)
+	}
+	// The clock step and the RNG reseed come before the answer: the host
+	// hands out a sandbox once it has the answer, so nothing it or a user
+	// does after that sees the snapshot's clock or random state. Both take
+	// microseconds.
+	if err := stepClock(h.UnixNanos); err != nil && os.Getpid() == 1 {
+		log.Printf("step clock: %v", err)
+	}
+	if err := a.rng.restored(h.Seed); err != nil {
+		log.Printf("%v", err)
 	}
 	a.sessions++
 	s := &session{id: h.Session, port: pw}
 	ack := guestproto.HelloAck{Session: h.Session, Version: pandastack.Version, BootID: a.bootID, Sessions: a.sessions}
 	if err := pw.frame(guestproto.FrameHelloAck, ack.MarshalBinary(), s.live); err != nil {
 		return nil, err
-	}
-	if err := stepClock(h.UnixNanos); err != nil && os.Getpid() == 1 {
-		log.Printf("step clock: %v", err)
-	}
-	if err := reseed(h.Seed); err != nil && os.Getpid() == 1 {
-		log.Printf("reseed rng: %v", err)
 	}
 	s.pr, s.pw = io.Pipe()
 	mux, err := yamux.Server(s, muxConfig())

@@ -22,6 +22,15 @@ time, in the main thread, so a timeout (or the client going away) can
 interrupt them with SIGINT; the interpreter stays usable afterwards.
 Matplotlib figures left open by a run are sent as PNG results and closed,
 like Jupyter's inline backend.
+
+Every sandbox restored from the template (or forked, woken, restored from a
+snapshot) starts with this process's memory, so with the same state of
+`random`, `numpy.random` and tempfile's name generator. The guest agent
+publishes a new random token in /run/pandastack/generation after each
+restore, once the kernel RNG is reseeded; before each run the kernel
+compares it with the token it last saw and, when it changed, reseeds those
+generators from os.urandom. (`secrets`, `os.urandom` and `uuid.uuid4` read
+the kernel RNG and need nothing.)
 """
 
 import ast
@@ -54,6 +63,42 @@ class Context:
 
 contexts = {}
 jobs = queue.Queue()
+
+GENERATION_FILE = os.environ.get("PANDASTACK_GENERATION_FILE", "/run/pandastack/generation")
+
+
+def read_generation():
+    try:
+        with open(GENERATION_FILE, "rb") as f:
+            return f.read(128)
+    except OSError:
+        return None
+
+
+generation = read_generation()
+
+
+def reseed_if_restored():
+    """Reseeds the userspace generators when the VM was restored since the
+    last run: the restore gave this process another clone's random state."""
+    global generation
+    g = read_generation()
+    if g is None or g == generation:
+        return
+    generation = g
+    try:
+        rnd = sys.modules.get("random")
+        if rnd is not None:
+            rnd.seed(os.urandom(32))
+        np = sys.modules.get("numpy")
+        if np is not None:
+            # The legacy global RandomState behind np.random.rand & co.
+            np.random.seed([int.from_bytes(os.urandom(4), "little") for _ in range(8)])
+        tf = sys.modules.get("tempfile")
+        if tf is not None:
+            tf._name_sequence = None  # made again, from a fresh seed, on next use
+    except Exception as e:  # never break a run over it
+        sys.stderr.write("reseed after restore: %s\n" % e)
 
 
 class Stream(io.TextIOBase):
@@ -186,6 +231,7 @@ def main_loop():
     while True:
         job = jobs.get()
         try:
+            reseed_if_restored()
             job.started.set()
             run(job.ctx, job.code, job.send)
         except KeyboardInterrupt:
