@@ -29,8 +29,9 @@ snapshot) starts with this process's memory, so with the same state of
 publishes a new random token in /run/pandastack/generation after each
 restore, once the kernel RNG is reseeded; before each run the kernel
 compares it with the token it last saw and, when it changed, reseeds those
-generators from os.urandom. (`secrets`, `os.urandom` and `uuid.uuid4` read
-the kernel RNG and need nothing.)
+generators from os.urandom — except a generator the user seeded (seed(n),
+setstate), whose sequence is kept. (`secrets`, `os.urandom` and `uuid.uuid4`
+read the kernel RNG and need nothing.)
 """
 
 import ast
@@ -78,22 +79,63 @@ def read_generation():
 generation = read_generation()
 
 
+# Generators whose state the user set (seed(n), setstate): their sequence is
+# the user's choice and is kept across restores — a notebook that calls
+# numpy.random.seed(0) gets the same numbers after an auto-hibernate and
+# wake, and a fork continues it like os.fork would. The others are reseeded.
+user_seeded = set()
+
+
+def track_seeding():
+    """Wraps the seeding functions of random and numpy.random (once each,
+    when they are imported) to note when the user sets their state."""
+    targets = (("random", lambda m: m, ("seed", "setstate")),
+               ("numpy", lambda m: m.random, ("seed", "set_state")))
+    for name, ns, funcs in targets:
+        mod = sys.modules.get(name)
+        if mod is None:
+            continue
+        try:
+            ns = ns(mod)
+            for fn in funcs:
+                orig = getattr(ns, fn)
+                if getattr(orig, "_pandastack_tracked", False):
+                    continue
+
+                def wrapper(*args, _orig=orig, _name=name, _fn=fn, **kwargs):
+                    fresh = _fn == "seed" and not kwargs and (not args or args[0] is None)
+                    r = _orig(*args, **kwargs)
+                    if fresh:
+                        user_seeded.discard(_name)  # seed() / seed(None): from the OS
+                    else:
+                        user_seeded.add(_name)
+                    return r
+
+                wrapper._pandastack_tracked = True
+                wrapper.__doc__, wrapper.__name__ = orig.__doc__, fn
+                setattr(ns, fn, wrapper)
+        except Exception as e:
+            sys.stderr.write("track %s seeding: %s\n" % (name, e))
+
+
 def reseed_if_restored():
-    """Reseeds the userspace generators when the VM was restored since the
-    last run: the restore gave this process another clone's random state."""
+    """Reseeds the userspace generators the user did not seed when the VM was
+    restored since the last run: the restore gave this process the random
+    state of every other clone of the snapshot."""
     global generation
+    track_seeding()  # modules a previous run imported
     g = read_generation()
     if g is None or g == generation:
         return
     generation = g
     try:
         rnd = sys.modules.get("random")
-        if rnd is not None:
-            rnd.seed(os.urandom(32))
+        if rnd is not None and "random" not in user_seeded:
+            rnd._inst.seed(os.urandom(32))
         np = sys.modules.get("numpy")
-        if np is not None:
+        if np is not None and "numpy" not in user_seeded:
             # The legacy global RandomState behind np.random.rand & co.
-            np.random.seed([int.from_bytes(os.urandom(4), "little") for _ in range(8)])
+            np.random.mtrand._rand.seed([int.from_bytes(os.urandom(4), "little") for _ in range(8)])
         tf = sys.modules.get("tempfile")
         if tf is not None:
             tf._name_sequence = None  # made again, from a fresh seed, on next use
@@ -345,6 +387,8 @@ def main():
             __import__(mod)
         except Exception as e:
             sys.stderr.write("preload %s: %s\n" % (mod, e))
+    import random  # noqa: F401 (its seeding is tracked from the start)
+    track_seeding()
     srv = Server((host, port), Handler)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     sys.stderr.write("pandastack kernel listening on %s:%d (pid %d)\n" % (host, port, os.getpid()))
