@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -84,25 +86,65 @@ func TestClonesDoNotShareKernelRandomness(t *testing.T) {
 
 func TestCodeInterpreterClonesDoNotShareRandomness(t *testing.T) {
 	needTemplate(t, "code-interpreter")
+	// numpy and random are already imported in the kernel baked into the
+	// template.
+	kernelClones(t, teamClient(t, "rng-code"), "code-interpreter", "random", "numpy")
+}
+
+// The same with a kernel of a custom template's START (whose generators
+// were imported before the bake): what a template of one's own runs. Only
+// `random`: base has no numpy. Lighter than code-interpreter, whose bake
+// imports pandas and matplotlib.
+func TestCapturedKernelClonesDoNotShareRandomness(t *testing.T) {
+	kernel, err := os.ReadFile(filepath.Join("..", "templates", "kernel", "kernel.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := `FROM base
+COPY kernel.py /opt/kernel.py
+ENV PANDASTACK_KERNEL_PRELOAD=random
+START python3 /opt/kernel.py 49999
+READY --timeout=120 python3 -c "import socket; socket.create_connection(('127.0.0.1', 49999), 1).close()"
+`
+	_, dir := writeContext(t, spec, map[string]string{"kernel.py": string(kernel)})
+	if _, _, err := buildCustom(t, "rng-kernel", spec, dir); err != nil {
+		t.Fatalf("build: %v", err)
+	}
+	kernelClones(t, main.client(main.admin), "rng-kernel", "random")
+}
+
+// kernelClones runs, through run_code, one draw of each generator (random,
+// numpy) in ten sandboxes from template, a fork of the last and that fork's
+// parent: all must differ. Then the user seeds them and forks: the fork
+// goes on with the parent's sequence.
+func kernelClones(t *testing.T, c *sdk.Client, template string, gens ...string) {
 	ctx := context.Background()
-	c := teamClient(t, "rng-code")
-	// One run in each sandbox; numpy and random are already imported in
-	// the kernel baked into the template.
-	const code = "import random, numpy\nprint(repr(random.random()), repr(float(numpy.random.rand())))"
-	pyRandom, npRandom := distinct{}, distinct{}
+	draws := map[string]string{"random": "random.random()", "numpy": "float(numpy.random.rand())"}
+	seeds := map[string]string{"random": "random.seed(3)", "numpy": "numpy.random.seed(3)"}
+	var exprs, seedCode []string
+	for _, g := range gens {
+		exprs = append(exprs, "repr("+draws[g]+")")
+		seedCode = append(seedCode, seeds[g])
+	}
+	code := "import " + strings.Join(gens, ", ") + "\nprint(" + strings.Join(exprs, ", ") + ")"
+	seen := map[string]distinct{}
+	for _, g := range gens {
+		seen[g] = distinct{}
+	}
 	sample := func(sb *sdk.Sandbox, where string) {
 		t.Helper()
 		ex := runCode(t, sb, code, sdk.CodeOptions{})
 		f := strings.Fields(ex.Stdout)
-		if ex.Error != nil || len(f) != 2 {
+		if ex.Error != nil || len(f) != len(gens) {
 			t.Fatalf("%s: run_code gave stdout %q, error %v", where, ex.Stdout, ex.Error)
 		}
-		pyRandom.add(t, "random.random()", where, f[0])
-		npRandom.add(t, "numpy.random.rand()", where, f[1])
+		for i, g := range gens {
+			seen[g].add(t, draws[g], where, f[i])
+		}
 	}
 	var last *sdk.Sandbox
 	for i := 0; i < 10; i++ {
-		sb := newSandbox(t, c, sdk.CreateSandboxParams{Template: "code-interpreter"})
+		sb := newSandbox(t, c, sdk.CreateSandboxParams{Template: template})
 		sample(sb, fmt.Sprintf("create %d (%s)", i, sb.ID))
 		if last != nil {
 			if err := last.Kill(ctx); err != nil {
@@ -119,4 +161,17 @@ func TestCodeInterpreterClonesDoNotShareRandomness(t *testing.T) {
 	t.Cleanup(func() { _ = kid.Kill(context.Background()) })
 	sample(kid, "fork ("+kid.ID+")")
 	sample(last, "the fork's parent ("+last.ID+")")
+
+	// A generator the user seeded keeps its sequence: a fork goes on with
+	// the parent's, as after os.fork.
+	runCode(t, last, "import "+strings.Join(gens, ", ")+"\n"+strings.Join(seedCode, "\n"), sdk.CodeOptions{})
+	seededKid, err := last.Fork(ctx)
+	if err != nil {
+		t.Fatalf("fork: %v", err)
+	}
+	t.Cleanup(func() { _ = seededKid.Kill(context.Background()) })
+	want := runCode(t, last, code, sdk.CodeOptions{}).Stdout
+	if got := runCode(t, seededKid, code, sdk.CodeOptions{}).Stdout; got != want {
+		t.Errorf("after %s a fork drew %q, its parent %q: the user's seed was overridden", strings.Join(seedCode, "; "), got, want)
+	}
 }
