@@ -168,8 +168,8 @@ func (a *agent) serveDevice(ctx context.Context, path string) error {
 	}
 }
 
-// hello starts a session: it steps the clock, reseeds the RNG and publishes
-// a new generation (see rngState.restored), then answers. The new stream
+// hello starts a session: it reseeds the RNG and publishes a new generation
+// (see rngState.restored), answers, then steps the clock. The new stream
 // session is set up before the next frame is read, so no command of the new
 // session can run before any of it.
 func (a *agent) hello(pw *portWriter, payload []byte) (*session, error) {
@@ -177,13 +177,11 @@ func (a *agent) hello(pw *portWriter, payload []byte) (*session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("decode: %w", err)
 	}
-	// The clock step and the RNG reseed come before the answer: the host
-	// hands out a sandbox once it has the answer, so nothing it or a user
-	// does after that sees the snapshot's clock or random state. They cost
-	// two ioctls, a clock_settime and a small file on tmpfs.
-	if err := stepClock(h.UnixNanos); err != nil && os.Getpid() == 1 {
-		log.Printf("step clock: %v", err)
-	}
+	// The RNG reseed comes before the answer: the host hands out a sandbox
+	// once it has the answer, so nothing it or a user does after that sees
+	// the snapshot's random state. The clock step comes after it: a jump of
+	// the wall clock wakes every realtime timer in the guest, work that
+	// would otherwise delay the answer.
 	if err := a.rng.restored(h.Seed); err != nil {
 		log.Printf("%v", err)
 	}
@@ -192,6 +190,9 @@ func (a *agent) hello(pw *portWriter, payload []byte) (*session, error) {
 	ack := guestproto.HelloAck{Session: h.Session, Version: pandastack.Version, BootID: a.bootID, Sessions: a.sessions}
 	if err := pw.frame(guestproto.FrameHelloAck, ack.MarshalBinary(), s.live); err != nil {
 		return nil, err
+	}
+	if err := stepClock(h.UnixNanos); err != nil && os.Getpid() == 1 {
+		log.Printf("step clock: %v", err)
 	}
 	s.pr, s.pw = io.Pipe()
 	mux, err := yamux.Server(s, muxConfig())
