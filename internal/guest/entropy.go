@@ -3,7 +3,9 @@ package guest
 import (
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"unsafe"
@@ -100,32 +102,31 @@ func reseed(dev string, seed []byte) error {
 	return nil
 }
 
-// publishGeneration writes a new random token to path, atomically (a reader
-// sees the old token or the new one, never a mix), readable by every user.
+// publishGeneration writes a new random token over the one in path (made,
+// with its directory, the first time), readable by every user. It is one
+// write of a fixed size at offset 0, no temporary file and rename: a
+// reader racing it can only see a token that differs from the one it knew,
+// which is what the write means anyway, and the work sits on the path of
+// every create (fewer guest syscalls, less for TCG to translate).
 func publishGeneration(path string) error {
 	var tok [16]byte
 	if _, err := unix.Getrandom(tok[:], 0); err != nil {
 		return fmt.Errorf("read random token: %w", err)
 	}
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
+	line := []byte(hex.EncodeToString(tok[:]) + "\n")
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o644)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return err
+		}
+		f, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o644)
 	}
-	tmp, err := os.CreateTemp(dir, ".generation-")
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name()) // after a successful rename, a no-op
-	if _, err := tmp.WriteString(hex.EncodeToString(tok[:]) + "\n"); err != nil {
-		tmp.Close()
+	if _, err := f.WriteAt(line, 0); err != nil {
+		f.Close()
 		return err
 	}
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return f.Close()
 }
