@@ -35,7 +35,7 @@ func needTemplate(t *testing.T, name string) {
 		t.Logf("template %s built in %v", name, time.Since(t0))
 	})
 	if b.err != nil {
-		t.Fatalf("build template %s: %v", name, b.err)
+		t.Fatalf("build template %s: %v\nserver log:\n%s", name, b.err, main.tail())
 	}
 }
 

@@ -65,11 +65,20 @@ type agent struct {
 	procs    *procTable
 	sessions int
 	bootID   string
+	rng      rngState
 }
 
+// newAgent is the agent's state. As the VM's init it owns the kernel RNG
+// and publishes GenerationFile; in "serve" mode (tests, by hand) it leaves
+// the machine's RNG alone and publishes to the file $PANDASTACK_GUEST_GENERATION
+// names, if any.
 func newAgent() *agent {
 	b, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	return &agent{procs: newProcTable(), bootID: string(trimNL(b))}
+	rng := rngState{generation: os.Getenv(generationEnv)}
+	if os.Getpid() == 1 {
+		rng = rngState{dev: "/dev/urandom", generation: GenerationFile}
+	}
+	return &agent{procs: newProcTable(), bootID: string(trimNL(b)), rng: rng}
 }
 
 func trimNL(b []byte) []byte {

@@ -168,14 +168,22 @@ func (a *agent) serveDevice(ctx context.Context, path string) error {
 	}
 }
 
-// hello starts a session. The answer goes out first — it is what the host
-// waits for on every create — and the clock step, RNG reseed and new stream
-// session follow before the next frame is read, so no command of the new
-// session can run before them.
+// hello starts a session: it reseeds the RNG and publishes a new generation
+// (see rngState.restored), answers, then steps the clock. The new stream
+// session is set up before the next frame is read, so no command of the new
+// session can run before any of it.
 func (a *agent) hello(pw *portWriter, payload []byte) (*session, error) {
 	h, err := guestproto.UnmarshalHello(payload)
 	if err != nil {
 		return nil, fmt.Errorf("decode: %w", err)
+	}
+	// The RNG reseed comes before the answer: the host hands out a sandbox
+	// once it has the answer, so nothing it or a user does after that sees
+	// the snapshot's random state. The clock step comes after it: a jump of
+	// the wall clock wakes every realtime timer in the guest, work that
+	// would otherwise delay the answer.
+	if err := a.rng.restored(h.Seed); err != nil {
+		log.Printf("%v", err)
 	}
 	a.sessions++
 	s := &session{id: h.Session, port: pw}
@@ -185,9 +193,6 @@ func (a *agent) hello(pw *portWriter, payload []byte) (*session, error) {
 	}
 	if err := stepClock(h.UnixNanos); err != nil && os.Getpid() == 1 {
 		log.Printf("step clock: %v", err)
-	}
-	if err := reseed(h.Seed); err != nil && os.Getpid() == 1 {
-		log.Printf("reseed rng: %v", err)
 	}
 	s.pr, s.pw = io.Pipe()
 	mux, err := yamux.Server(s, muxConfig())

@@ -19,6 +19,12 @@ import (
 // loopback port, as the template does in the guest.
 func startKernel(t *testing.T) string {
 	t.Helper()
+	return startKernelEnv(t)
+}
+
+// startKernelEnv is startKernel with extra environment variables (K=V).
+func startKernelEnv(t *testing.T, env ...string) string {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -30,6 +36,7 @@ func startKernel(t *testing.T) string {
 		t.Fatal(err)
 	}
 	cmd := exec.Command("python3", src, fmt.Sprint(port))
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

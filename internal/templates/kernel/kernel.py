@@ -22,6 +22,16 @@ time, in the main thread, so a timeout (or the client going away) can
 interrupt them with SIGINT; the interpreter stays usable afterwards.
 Matplotlib figures left open by a run are sent as PNG results and closed,
 like Jupyter's inline backend.
+
+Every sandbox restored from the template (or forked, woken, restored from a
+snapshot) starts with this process's memory, so with the same state of
+`random`, `numpy.random` and tempfile's name generator. The guest agent
+publishes a new random token in /run/pandastack/generation after each
+restore, once the kernel RNG is reseeded; before each run the kernel
+compares it with the token it last saw and, when it changed, reseeds those
+generators from os.urandom — except a generator the user seeded (seed(n),
+setstate), whose sequence is kept. (`secrets`, `os.urandom` and `uuid.uuid4`
+read the kernel RNG and need nothing.)
 """
 
 import ast
@@ -54,6 +64,83 @@ class Context:
 
 contexts = {}
 jobs = queue.Queue()
+
+GENERATION_FILE = os.environ.get("PANDASTACK_GENERATION_FILE", "/run/pandastack/generation")
+
+
+def read_generation():
+    try:
+        with open(GENERATION_FILE, "rb") as f:
+            return f.read(128)
+    except OSError:
+        return None
+
+
+generation = read_generation()
+
+
+# Generators whose state the user set (seed(n), setstate): their sequence is
+# the user's choice and is kept across restores — a notebook that calls
+# numpy.random.seed(0) gets the same numbers after an auto-hibernate and
+# wake, and a fork continues it like os.fork would. The others are reseeded.
+user_seeded = set()
+
+
+def track_seeding():
+    """Wraps the seeding functions of random and numpy.random (once each,
+    when they are imported) to note when the user sets their state."""
+    targets = (("random", lambda m: m, ("seed", "setstate")),
+               ("numpy", lambda m: m.random, ("seed", "set_state")))
+    for name, ns, funcs in targets:
+        mod = sys.modules.get(name)
+        if mod is None:
+            continue
+        try:
+            ns = ns(mod)
+            for fn in funcs:
+                orig = getattr(ns, fn)
+                if getattr(orig, "_pandastack_tracked", False):
+                    continue
+
+                def wrapper(*args, _orig=orig, _name=name, _fn=fn, **kwargs):
+                    fresh = _fn == "seed" and not kwargs and (not args or args[0] is None)
+                    r = _orig(*args, **kwargs)
+                    if fresh:
+                        user_seeded.discard(_name)  # seed() / seed(None): from the OS
+                    else:
+                        user_seeded.add(_name)
+                    return r
+
+                wrapper._pandastack_tracked = True
+                wrapper.__doc__, wrapper.__name__ = orig.__doc__, fn
+                setattr(ns, fn, wrapper)
+        except Exception as e:
+            sys.stderr.write("track %s seeding: %s\n" % (name, e))
+
+
+def reseed_if_restored():
+    """Reseeds the userspace generators the user did not seed when the VM was
+    restored since the last run: the restore gave this process the random
+    state of every other clone of the snapshot."""
+    global generation
+    track_seeding()  # modules a previous run imported
+    g = read_generation()
+    if g is None or g == generation:
+        return
+    generation = g
+    try:
+        rnd = sys.modules.get("random")
+        if rnd is not None and "random" not in user_seeded:
+            rnd._inst.seed(os.urandom(32))
+        np = sys.modules.get("numpy")
+        if np is not None and "numpy" not in user_seeded:
+            # The legacy global RandomState behind np.random.rand & co.
+            np.random.mtrand._rand.seed([int.from_bytes(os.urandom(4), "little") for _ in range(8)])
+        tf = sys.modules.get("tempfile")
+        if tf is not None:
+            tf._name_sequence = None  # made again, from a fresh seed, on next use
+    except Exception as e:  # never break a run over it
+        sys.stderr.write("reseed after restore: %s\n" % e)
 
 
 class Stream(io.TextIOBase):
@@ -186,6 +273,7 @@ def main_loop():
     while True:
         job = jobs.get()
         try:
+            reseed_if_restored()
             job.started.set()
             run(job.ctx, job.code, job.send)
         except KeyboardInterrupt:
@@ -299,6 +387,8 @@ def main():
             __import__(mod)
         except Exception as e:
             sys.stderr.write("preload %s: %s\n" % (mod, e))
+    import random  # noqa: F401 (its seeding is tracked from the start)
+    track_seeding()
     srv = Server((host, port), Handler)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     sys.stderr.write("pandastack kernel listening on %s:%d (pid %d)\n" % (host, port, os.getpid()))
