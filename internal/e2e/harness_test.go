@@ -389,3 +389,6 @@ func newEntries(dir string, before map[string]bool) []string {
 	}
 	return extra
 }
+
+// ptr is a pointer to v (for the SDK's optional fields).
+func ptr[T any](v T) *T { return &v }

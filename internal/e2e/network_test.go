@@ -489,6 +489,26 @@ func countNetObjects(dataDir string) (nss, links, tables int, err error) {
 	return nss, links, tables, nil
 }
 
+// settledNamespaces counts the server's namespaces once the count has held
+// still for two seconds, every namespace with its link (a pool refill or
+// a spare being made is not half counted).
+func settledNamespaces(t *testing.T, dir string) int {
+	t.Helper()
+	last, n := -1, 0
+	eventually(t, time.Minute, "the server's namespaces to settle", func() bool {
+		nss, links, _ := ownNetObjects(t, dir)
+		if nss != links || nss != last {
+			last, n = nss, 0
+			time.Sleep(500 * time.Millisecond)
+			return false
+		}
+		n++
+		time.Sleep(500 * time.Millisecond)
+		return n >= 4
+	})
+	return last
+}
+
 func TestNetworkCleanup(t *testing.T) {
 	srv, dir := newTestServer(t, "ps-e2e-net-", "--pool", "1", "--dns-upstream", outside.dns)
 	defer func() { srv.stop() }() // the last one started on dir
@@ -516,12 +536,15 @@ func TestNetworkCleanup(t *testing.T) {
 	if nss, links, tables := ownNetObjects(t, dir); nss != links || tables != 1 {
 		t.Errorf("after kills: %d namespaces, %d host links, %d tables", nss, links, tables)
 	}
-	// A failed create leaves nothing either.
-	before, _, _ := ownNetObjects(t, dir)
+	// A failed create leaves nothing either. The pool refills in the
+	// background after the kills: count once it has settled, and give
+	// the server time to settle again after the failed create (a leaked
+	// namespace never goes away, so this still catches one).
+	before := settledNamespaces(t, dir)
 	if _, err := c.CreateSandbox(ctx, sdk.CreateSandboxParams{Template: template, Network: &sdk.NetworkPolicy{AllowDomains: []string{"a.*.com"}}}); err == nil {
 		t.Fatal("create with an ambiguous wildcard succeeded")
 	}
-	if after, _, _ := ownNetObjects(t, dir); after > before {
+	if after := settledNamespaces(t, dir); after > before {
 		t.Errorf("a failed create left namespaces: %d before, %d after", before, after)
 	}
 	// A crash: the sandbox's VM dies while no server runs; the next start

@@ -82,8 +82,19 @@ func TestVolumes(t *testing.T) {
 	if free, err := cowfs.Free(filepath.Join(main.dataDir, "cow")); err != nil || free >= 1<<40 {
 		t.Logf("the VM filesystem has %d bytes free (%v): no valid size exceeds it, so the 507 case is not run", free, err)
 	} else {
+		// The team's disk quota answers first; with the quota lifted, the
+		// host's free space does.
 		_, err = c.CreateVolume(ctx, "huge", 1<<20) // 1 TiB, the largest valid size
+		wantAPIError(t, err, 429, "quota_exceeded", "a volume larger than the team's disk quota")
+		admin := main.client(main.admin)
+		if _, err := admin.SetTeamQuotas(ctx, "volumes", sdk.QuotaUpdate{MaxDiskGiB: ptr(0)}); err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.CreateVolume(ctx, "huge", 1<<20)
 		wantAPIError(t, err, 507, "insufficient_storage", "a volume larger than the free disk")
+		if _, err := admin.SetTeamQuotas(ctx, "volumes", sdk.QuotaUpdate{Reset: []string{"max_disk_gib"}}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if list, err := c.ListVolumes(ctx); err != nil || len(list) != 0 {
 		t.Fatalf("volumes after refused creates: %v %+v", err, list)
