@@ -123,6 +123,19 @@ func Free(dir string) (int64, error) {
 	return int64(st.Bavail) * st.Bsize, nil
 }
 
+// FreeFor returns the bytes free on dir's filesystem for a caller that
+// needs need of them. When the first look finds less, it looks again
+// after settling the filesystem: space a deletion just gave back may still
+// be on its way (XFS frees blocks in the background).
+func FreeFor(dir string, need int64) (int64, error) {
+	free, err := Free(dir)
+	if err == nil && free < need {
+		Settle(dir)
+		free, err = Free(dir)
+	}
+	return free, err
+}
+
 func defaultSize(under string) int64 {
 	free, err := Free(under)
 	if err != nil || free < 8<<30 {

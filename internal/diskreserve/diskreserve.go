@@ -162,18 +162,13 @@ func (r *Reserve) Status() (Status, error) {
 
 // Check returns nil while the filesystem has more free space than the
 // reserve, else a *pandastack.Error with code insufficient_storage saying
-// how much is free. Space a deletion just gave back may still be on its
-// way (XFS frees blocks in the background), so a first answer below the
-// reserve is checked again after the filesystem settles.
+// how much is free (a first answer below the reserve is checked again
+// after the filesystem settles: cowfs.FreeFor).
 func (r *Reserve) Check(ctx context.Context) error {
 	if r.bytes <= 0 {
 		return nil
 	}
-	free, err := cowfs.Free(r.dir)
-	if err == nil && free <= r.bytes {
-		cowfs.Settle(r.dir)
-		free, err = cowfs.Free(r.dir)
-	}
+	free, err := cowfs.FreeFor(r.dir, r.bytes+1)
 	if err != nil {
 		return fmt.Errorf("check the storage reserve: %w", err)
 	}

@@ -23,13 +23,7 @@ const lowSpace = 16 << 20
 // running sandbox itself at risk.
 func checkSpace(dir string, rec hostapi.Machine) error {
 	need := int64(rec.MemoryMiB) << 20
-	free, err := cowfs.Free(dir)
-	if err == nil && free < need {
-		// Space a deletion just gave back may still be on its way (XFS
-		// frees blocks in the background): settle, and look again.
-		cowfs.Settle(dir)
-		free, err = cowfs.Free(dir)
-	}
+	free, err := cowfs.FreeFor(dir, need)
 	if err != nil {
 		return fmt.Errorf("check free space: %w", err)
 	}
