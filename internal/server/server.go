@@ -30,6 +30,7 @@ import (
 	"github.com/pandastack/pandastack/internal/quotas"
 	"github.com/pandastack/pandastack/internal/router"
 	"github.com/pandastack/pandastack/internal/sandboxes"
+	"github.com/pandastack/pandastack/internal/secrets"
 	"github.com/pandastack/pandastack/internal/snaparchive"
 	"github.com/pandastack/pandastack/internal/store/sqlite"
 	"github.com/pandastack/pandastack/internal/templates"
@@ -139,6 +140,11 @@ type Server struct {
 	// bench measures restore floors and VM processes' cost for the
 	// bench's admin routes.
 	bench *hostbench.Bench
+
+	// secrets seals what services keep for tenants and must read back
+	// (database passwords, app and function env) before it reaches the
+	// store; its key is DATA/secret.key.
+	secrets *secrets.Box
 }
 
 // FindAgent locates the pandastack-guest binary: beside the running
@@ -224,6 +230,9 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 			store.Close()
 		}
 	}()
+	if s.secrets, err = secrets.LoadOrCreate(filepath.Join(cfg.DataDir, "secret.key")); err != nil {
+		return nil, err
+	}
 	key, created, err := api.Bootstrap(ctx, store)
 	if err != nil {
 		return nil, fmt.Errorf("bootstrap admin key: %w", err)
