@@ -140,6 +140,17 @@ const DefaultCmdline = "console=ttyS0 quiet loglevel=3 panic=-1 random.trust_cpu
 //     (a restore resumes it where the save left it): it is the better
 //     clock of the two. Trusted, it stays the clocksource, and an idle
 //     guest goes tickless.
+//   - highres=off: tickless idle without high-resolution timers (the
+//     kernel's low-resolution NOHZ mode). With them on, every short sleep
+//     in the guest (the Go runtime's sysmon in the agent, Python's and
+//     the network stack's timeouts) programs the emulated local APIC timer
+//     for its exact expiry; under TCG each of those interrupts is costly.
+//     Off, timers expire on the next tick (4 ms at 250 Hz) and the tick
+//     still stops when the guest is idle. Measured under TCG against
+//     highres on, two rounds on a loaded 2-core host: timer interrupts
+//     per proxied HTTP request 9–19 against 44–52, the guest's QEMU CPU
+//     per request 22–30 ms against 32–38, per exec 41–48 ms against
+//     54–56, per wake 290–345 ms against 430 (BENCHMARKS.md, session 7).
 func KernelCmdline(accel pandastack.Accel) string {
 	if accel != pandastack.AccelTCG {
 		return DefaultCmdline
@@ -151,9 +162,9 @@ func KernelCmdline(accel pandastack.Accel) string {
 	return line
 }
 
-// tcgClockArgs make a TCG guest keep its TSC as its clocksource (see
-// KernelCmdline).
-const tcgClockArgs = "tsc=reliable"
+// tcgClockArgs make a TCG guest keep its TSC as its clocksource and go
+// tickless when idle with its timers on the tick (see KernelCmdline).
+const tcgClockArgs = "tsc=reliable highres=off"
 
 // hostTSCkHz reads the host's clock rate from /proc/cpuinfo (with a constant
 // TSC, the TSC rate).
