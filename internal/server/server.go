@@ -100,6 +100,10 @@ type Config struct {
 	// MaxBuildsPerTeam caps the custom template builds a team (any key but
 	// an admin's) runs at once (0: registry.DefaultMaxBuildsPerTeam).
 	MaxBuildsPerTeam int
+
+	// ExtraCACerts are PEM files of CA certificates every new sandbox (app
+	// builds included) trusts besides its own (internal/cacerts).
+	ExtraCACerts []string
 }
 
 // Server is a running single-node PandaStack.
@@ -145,6 +149,9 @@ type Server struct {
 	// (database passwords, app and function env) before it reaches the
 	// store; its key is DATA/secret.key.
 	secrets *secrets.Box
+
+	// extraCA is the PEM of Config.ExtraCACerts (nil: none).
+	extraCA []byte
 }
 
 // FindAgent locates the pandastack-guest binary: beside the running
@@ -231,6 +238,9 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		}
 	}()
 	if s.secrets, err = secrets.LoadOrCreate(filepath.Join(cfg.DataDir, "secret.key")); err != nil {
+		return nil, err
+	}
+	if s.extraCA, err = loadExtraCA(cfg.ExtraCACerts, log); err != nil {
 		return nil, err
 	}
 	key, created, err := api.Bootstrap(ctx, store)
@@ -390,7 +400,7 @@ func (s *Server) setBuild(name, st string) {
 
 // Handler is the HTTP API.
 func (s *Server) Handler() http.Handler {
-	return api.New(api.Config{Store: s.store, Engine: registry.Engine{Engine: s.engine, Registry: s.registry}, Builder: s.builder, Templates: s.registry, Logger: s.log,
+	return api.New(api.Config{Store: s.store, Engine: registry.Engine{Engine: s.sandboxEngine(), Registry: s.registry}, Builder: s.builder, Templates: s.registry, Logger: s.log,
 		Quotas: s.quotas, Storage: s.reserve, SandboxDomain: s.cfg.SandboxDomain, Network: s.apiNetwork(),
 		ProxySecret: s.proxySecret, Archive: s.archive, Hosts: s.hosts, CACert: s.caPEM(), Bench: s.bench}).Handler()
 }
