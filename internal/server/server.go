@@ -20,6 +20,7 @@ import (
 
 	"github.com/pandastack/pandastack"
 	"github.com/pandastack/pandastack/internal/api"
+	"github.com/pandastack/pandastack/internal/apps"
 	"github.com/pandastack/pandastack/internal/ca"
 	"github.com/pandastack/pandastack/internal/cowfs"
 	"github.com/pandastack/pandastack/internal/diskreserve"
@@ -152,6 +153,8 @@ type Server struct {
 
 	// extraCA is the PEM of Config.ExtraCACerts (nil: none).
 	extraCA []byte
+	// apps hosts git-driven apps (apps.go).
+	apps *apps.Service
 }
 
 // FindAgent locates the pandastack-guest binary: beside the running
@@ -331,6 +334,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.archive.ResumeExports(ctx)
+	s.openApps(ctx)
 	ok = true
 	return s, nil
 }
@@ -402,7 +406,7 @@ func (s *Server) setBuild(name, st string) {
 func (s *Server) Handler() http.Handler {
 	return api.New(api.Config{Store: s.store, Engine: registry.Engine{Engine: s.sandboxEngine(), Registry: s.registry}, Builder: s.builder, Templates: s.registry, Logger: s.log,
 		Quotas: s.quotas, Storage: s.reserve, SandboxDomain: s.cfg.SandboxDomain, Network: s.apiNetwork(),
-		ProxySecret: s.proxySecret, Archive: s.archive, Hosts: s.hosts, CACert: s.caPEM(), Bench: s.bench}).Handler()
+		ProxySecret: s.proxySecret, Archive: s.archive, Hosts: s.hosts, CACert: s.caPEM(), Bench: s.bench, Apps: s.apps}).Handler()
 }
 
 // Routes is the route table services register hostnames in (the HTTP
@@ -461,6 +465,9 @@ func (s *Server) Serve(ctx context.Context) error {
 // Close stops the host agent (killing sandboxes when KillOnExit) and the store.
 func (s *Server) Close(ctx context.Context) error {
 	s.archive.Close()
+	if s.apps != nil {
+		s.apps.Close()
+	}
 	err := s.agent.Close(ctx, s.cfg.KillOnExit)
 	s.engine.Wait() // the ends the host reported are recorded before the store closes
 	if s.net != nil && s.cfg.KillOnExit {
