@@ -96,10 +96,10 @@ type Service struct {
 	wg     sync.WaitGroup
 
 	mu       sync.Mutex
-	backends map[string]*backend            // app id → its route's backend
-	locks    map[string]*sync.Mutex         // app id → one deploy/rollback at a time
-	running  map[string]context.CancelFunc  // deploy id → cancel
-	logs     map[string]*deployLog          // deploy id → its log while it runs
+	backends map[string]*backend           // app id → its route's backend
+	locks    map[string]*sync.Mutex        // app id → one deploy/rollback at a time
+	running  map[string]context.CancelFunc // deploy id → cancel
+	logs     map[string]*deployLog         // deploy id → its log while it runs
 }
 
 // New returns a Service for cfg, filling in defaults.
