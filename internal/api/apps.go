@@ -48,6 +48,7 @@ func (s *Server) createApp(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(w, r, &p); err != nil {
 		return err
 	}
+	p.AllowLocal = caller(r).key.Admin
 	a, err := svc.Create(r.Context(), caller(r).team.ID, p)
 	if err != nil {
 		return wrap(err, "create app")

@@ -198,7 +198,13 @@ type CreateParams struct {
 	StartCommand         string            `json:"start_command"`
 	Port                 int               `json:"port"`
 	HealthPath           string            `json:"health_path"`
+	HealthTimeoutSeconds int               `json:"health_timeout_seconds"`
 	AutoHibernateSeconds int               `json:"auto_hibernate_seconds"`
+
+	// AllowLocal lets git_url be a path (or file://) on the server: only
+	// for the operator (admin keys), since the server reads every
+	// repository on its disk.
+	AllowLocal bool `json:"-"`
 }
 
 func invalid(format string, args ...any) error {
@@ -213,10 +219,14 @@ func (p *CreateParams) check() error {
 		return invalid("git_url is required")
 	case strings.HasPrefix(p.GitURL, "-") || strings.ContainsAny(p.GitURL, "\n\r\x00"):
 		return invalid("git_url %q is not a repository address", p.GitURL)
+	case isLocal(p.GitURL) && !p.AllowLocal:
+		return pandastack.Errorf(pandastack.EForbidden, "git_url %q is a path on the server: only admin keys may deploy from one (use an https, git or ssh address)", p.GitURL)
 	case p.Port < 0 || p.Port > 65535:
 		return invalid("port must be between 1 and 65535, got %d", p.Port)
 	case p.AutoHibernateSeconds < 0:
 		return invalid("auto_hibernate_seconds must be 0 (off) or more, got %d", p.AutoHibernateSeconds)
+	case p.HealthTimeoutSeconds < 0 || p.HealthTimeoutSeconds > 1800:
+		return invalid("health_timeout_seconds must be between 1 and 1800 (0: the server's default), got %d", p.HealthTimeoutSeconds)
 	case p.HealthPath != "" && !strings.HasPrefix(p.HealthPath, "/"):
 		return invalid("health_path must start with /, got %q", p.HealthPath)
 	}
@@ -233,6 +243,13 @@ func (p *CreateParams) check() error {
 		return err
 	}
 	return nil
+}
+
+// isLocal reports whether a git address names the server's own files.
+func isLocal(url string) bool {
+	u := strings.ToLower(url)
+	return strings.HasPrefix(u, "/") || strings.HasPrefix(u, "file:") || strings.HasPrefix(u, ".") || strings.HasPrefix(u, "~") ||
+		!strings.Contains(u, ":")
 }
 
 var refRE = regexp.MustCompile(`^[A-Za-z0-9._/-]{1,200}$`)
@@ -253,7 +270,7 @@ func (s *Service) Create(ctx context.Context, teamID string, p CreateParams) (Ap
 	}
 	a := App{ID: newID("app_"), TeamID: teamID, Name: p.Name, GitURL: p.GitURL, Branch: p.Branch,
 		Env: p.Env, BuildCommand: p.BuildCommand, StartCommand: p.StartCommand, Port: p.Port,
-		HealthPath: p.HealthPath, AutoHibernateSeconds: p.AutoHibernateSeconds, CreatedAt: now()}
+		HealthPath: p.HealthPath, HealthTimeoutSeconds: p.HealthTimeoutSeconds, AutoHibernateSeconds: p.AutoHibernateSeconds, CreatedAt: now()}
 	secret := make([]byte, 24)
 	_, _ = rand.Read(secret)
 	a.WebhookSecret = "whsec_" + hex.EncodeToString(secret)

@@ -34,6 +34,14 @@ func TestDeployLogIsBounded(t *testing.T) {
 // rest in range; defaults fill in.
 func TestCreateParamsCheck(t *testing.T) {
 	ok := CreateParams{Name: "web-1", GitURL: "https://example.com/r.git"}
+	for _, u := range []string{"git@example.com:me/r.git", "ssh://git@example.com/r.git", "git://127.0.0.1:9418/r.git"} {
+		if p := (CreateParams{Name: "web", GitURL: u}); p.check() != nil {
+			t.Errorf("%s refused: %v", u, p.check())
+		}
+	}
+	if p := (CreateParams{Name: "web", GitURL: "/srv/repo", AllowLocal: true}); p.check() != nil {
+		t.Errorf("an admin's path refused: %v", p.check())
+	}
 	if err := ok.check(); err != nil || ok.Branch != "main" || ok.HealthPath != "/" {
 		t.Fatalf("good params: %v %+v", err, ok)
 	}
@@ -52,6 +60,9 @@ func TestCreateParamsCheck(t *testing.T) {
 		{"health path", CreateParams{Name: "web", GitURL: "x", HealthPath: "health"}},
 		{"health timeout", CreateParams{Name: "web", GitURL: "x", HealthTimeoutSeconds: -1}},
 		{"env key", CreateParams{Name: "web", GitURL: "x", Env: map[string]string{"A=B": "1"}}},
+		{"server path", CreateParams{Name: "web", GitURL: "/srv/repo"}},
+		{"file url", CreateParams{Name: "web", GitURL: "file:///srv/repo"}},
+		{"relative path", CreateParams{Name: "web", GitURL: "repo"}},
 	} {
 		if err := tc.p.check(); err == nil {
 			t.Errorf("%s: accepted %+v", tc.name, tc.p)

@@ -20,8 +20,11 @@ const (
 // healthy GETs path on port through the guest until it answers 2xx or
 // 3xx, for at most HealthTimeout; failing, it says why, with the end of
 // the app's own output in the log.
-func (s *Service) healthy(ctx context.Context, g pandastack.Guest, host string, port int, path string, l *deployLog) error {
-	deadline := time.Now().Add(s.cfg.HealthTimeout)
+func (s *Service) healthy(ctx context.Context, g pandastack.Guest, host string, port int, path string, timeout time.Duration, l *deployLog) error {
+	if timeout <= 0 {
+		timeout = s.cfg.HealthTimeout
+	}
+	deadline := time.Now().Add(timeout)
 	tries := 0
 	for {
 		tries++
@@ -39,7 +42,7 @@ func (s *Service) healthy(ctx context.Context, g pandastack.Guest, host string, 
 				}
 				l.printf("the app's output:\n%s", b)
 			}
-			return fmt.Errorf("health check failed: GET %s on port %d got no 2xx/3xx answer within %s (%d tries): %v", path, port, s.cfg.HealthTimeout, tries, err)
+			return fmt.Errorf("health check failed: GET %s on port %d got no 2xx/3xx answer within %s (%d tries): %v", path, port, timeout, tries, err)
 		}
 		select {
 		case <-ctx.Done():

@@ -30,6 +30,7 @@ type App struct {
 	StartCommand         string            `json:"start_command,omitempty"`
 	Port                 int               `json:"port,omitempty"`
 	HealthPath           string            `json:"health_path"`
+	HealthTimeoutSeconds int               `json:"health_timeout_seconds"`
 	AutoHibernateSeconds int               `json:"auto_hibernate_seconds"`
 	// LiveDeployID is the deploy whose release takes the app's traffic
 	// ("" before the first one goes live).
@@ -46,6 +47,11 @@ type App struct {
 	// EnvSealed and SecretSealed are what the store keeps.
 	EnvSealed    string `json:"-"`
 	SecretSealed string `json:"-"`
+}
+
+// healthTimeout is the app's own health check timeout (0: the server's).
+func (a App) healthTimeout() time.Duration {
+	return time.Duration(a.HealthTimeoutSeconds) * time.Second
 }
 
 // Deploy is one build of an app and, when it went live, its release.

@@ -107,7 +107,12 @@ var appClient = &http.Client{Timeout: time.Minute}
 
 // appGet sends GET path to the server with the app's Host header.
 func appGet(ctx context.Context, app, path string) (int, string, error) {
-	req, err := http.NewRequestWithContext(ctx, "GET", main.url+path, nil)
+	return appGetAt(ctx, main.url, app, path)
+}
+
+// appGetAt sends GET path to the server at base with the app's Host header.
+func appGetAt(ctx context.Context, base, app, path string) (int, string, error) {
+	req, err := http.NewRequestWithContext(ctx, "GET", base+path, nil)
 	if err != nil {
 		return 0, "", err
 	}
