@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 )
 
 // MaxLogBytes bounds a deploy's kept log: past it the oldest output goes.
@@ -16,10 +17,11 @@ type deployLog struct {
 	mu      sync.Mutex
 	b       strings.Builder
 	secrets []string
+	start   time.Time
 }
 
 func newDeployLog(env map[string]string) *deployLog {
-	l := &deployLog{}
+	l := &deployLog{start: time.Now()}
 	for _, v := range env {
 		// Short values would mask ordinary words.
 		if len(v) >= 4 {
@@ -37,8 +39,10 @@ func (l *deployLog) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// printf adds a line of the deploy's own, stamped with the time since
+// the deploy began.
 func (l *deployLog) printf(format string, args ...any) {
-	l.add(fmt.Sprintf(format, args...) + "\n")
+	l.add(fmt.Sprintf("[%6.1fs] ", time.Since(l.start).Seconds()) + fmt.Sprintf(format, args...) + "\n")
 }
 
 func (l *deployLog) add(s string) {
