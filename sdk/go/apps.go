@@ -20,6 +20,7 @@ type App struct {
 	StartCommand         string    `json:"start_command,omitempty"`
 	Port                 int       `json:"port,omitempty"`
 	HealthPath           string    `json:"health_path"`
+	HealthTimeoutSeconds int       `json:"health_timeout_seconds"`
 	AutoHibernateSeconds int       `json:"auto_hibernate_seconds"`
 	LiveDeployID         string    `json:"live_deploy_id"`
 	URL                  string    `json:"url"`
@@ -39,6 +40,7 @@ type CreateAppParams struct {
 	StartCommand         string            `json:"start_command,omitempty"`
 	Port                 int               `json:"port,omitempty"`
 	HealthPath           string            `json:"health_path,omitempty"`
+	HealthTimeoutSeconds int               `json:"health_timeout_seconds,omitempty"`
 	AutoHibernateSeconds int               `json:"auto_hibernate_seconds,omitempty"`
 }
 

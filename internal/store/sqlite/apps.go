@@ -12,7 +12,7 @@ import (
 var _ apps.Store = (*Store)(nil)
 
 const appColumns = `id, team_id, name, git_url, branch, env_sealed, webhook_secret_sealed, build_command,
-	start_command, port, health_path, auto_hibernate_seconds, live_deploy_id, created_at`
+	start_command, port, health_path, health_timeout_seconds, auto_hibernate_seconds, live_deploy_id, created_at`
 
 // CreateApp records an app; a taken name in the team is a conflict.
 func (s *Store) CreateApp(ctx context.Context, a apps.App) error {
@@ -23,9 +23,9 @@ func (s *Store) CreateApp(ctx context.Context, a apps.App) error {
 	if err != nil {
 		return fmt.Errorf("create app %s: %w", a.Name, err)
 	}
-	_, err = s.w.ExecContext(ctx, `INSERT INTO apps (`+appColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	_, err = s.w.ExecContext(ctx, `INSERT INTO apps (`+appColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		a.ID, a.TeamID, a.Name, a.GitURL, a.Branch, a.EnvSealed, a.SecretSealed, a.BuildCommand,
-		a.StartCommand, a.Port, a.HealthPath, a.AutoHibernateSeconds, a.LiveDeployID, created)
+		a.StartCommand, a.Port, a.HealthPath, a.HealthTimeoutSeconds, a.AutoHibernateSeconds, a.LiveDeployID, created)
 	if isUniqueViolation(err) {
 		return conflict(err, "an app named %q already exists", a.Name)
 	}
@@ -39,7 +39,7 @@ func scanApp(row interface{ Scan(...any) error }) (apps.App, error) {
 	var a apps.App
 	var created string
 	err := row.Scan(&a.ID, &a.TeamID, &a.Name, &a.GitURL, &a.Branch, &a.EnvSealed, &a.SecretSealed, &a.BuildCommand,
-		&a.StartCommand, &a.Port, &a.HealthPath, &a.AutoHibernateSeconds, &a.LiveDeployID, &created)
+		&a.StartCommand, &a.Port, &a.HealthPath, &a.HealthTimeoutSeconds, &a.AutoHibernateSeconds, &a.LiveDeployID, &created)
 	if err != nil {
 		return a, err
 	}

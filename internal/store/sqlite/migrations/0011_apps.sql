@@ -15,6 +15,7 @@ CREATE TABLE apps (
     start_command          TEXT NOT NULL DEFAULT '',
     port                   INTEGER NOT NULL DEFAULT 0,
     health_path            TEXT NOT NULL DEFAULT '',
+    health_timeout_seconds INTEGER NOT NULL DEFAULT 0,
     auto_hibernate_seconds INTEGER NOT NULL DEFAULT 0,
     live_deploy_id         TEXT NOT NULL DEFAULT '',
     created_at             TEXT NOT NULL,
