@@ -261,8 +261,26 @@ func TestApps(t *testing.T) {
 		}
 	})
 
-	t.Run("rollback serves the previous release", func(t *testing.T) {
+	t.Run("rollback wakes the hibernated previous release", func(t *testing.T) {
+		// The previous release drains, then hibernates, kept for rollback.
+		var prev *sdk.Sandbox
+		for deadline := time.Now().Add(time.Minute); ; {
+			for _, sb := range mustList(t, c) {
+				if sb.Metadata["deploy"] == first.ID && sb.Metadata["role"] == "release" {
+					prev = sb
+				}
+			}
+			if prev != nil && prev.State == "hibernated" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the previous release is %+v, want hibernated", prev)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		start := time.Now()
 		d, err := c.RollbackApp(ctx, "web", "")
+		t.Logf("rollback to the hibernated release answered after %s", time.Since(start).Round(time.Millisecond))
 		if err != nil {
 			t.Fatalf("rollback: %v", err)
 		}
