@@ -99,6 +99,17 @@ var routeTable = []route{
 	{"GET", "/v1/templates/{name}/builds/{build}", team, (*Server).getBuild},
 	{"GET", "/v1/templates/{name}/builds/{build}/logs", team, (*Server).buildLogs},
 
+	{"POST", "/v1/apps", team, (*Server).createApp},
+	{"GET", "/v1/apps", team, (*Server).listApps},
+	{"GET", "/v1/apps/{name}", team, (*Server).getApp},
+	{"DELETE", "/v1/apps/{name}", team, (*Server).deleteApp},
+	{"POST", "/v1/apps/{name}/deploys", team, (*Server).createDeploy},
+	{"GET", "/v1/apps/{name}/deploys", team, (*Server).listDeploys},
+	{"GET", "/v1/apps/{name}/deploys/{id}", team, (*Server).getDeploy},
+	{"GET", "/v1/apps/{name}/deploys/{id}/logs", team, (*Server).deployLogs},
+	{"POST", "/v1/apps/{name}/rollback", team, (*Server).rollbackApp},
+	{"POST", "/v1/apps/{id}/hooks/github", public, (*Server).githubHook},
+
 	{"POST", "/v1/admin/bench/floor", admin, (*Server).benchFloor},
 	{"GET", "/v1/admin/bench/usage", admin, (*Server).benchUsage},
 }

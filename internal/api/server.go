@@ -100,6 +100,8 @@ type Config struct {
 	// for `pandastack bench` (admin routes under /v1/admin/bench; nil:
 	// they answer 503).
 	Bench HostBench
+	// Apps hosts git-driven apps (nil: the /v1/apps routes answer 503).
+	Apps Apps
 }
 
 // StorageStatus reads the host's VM filesystem: its size, free space and

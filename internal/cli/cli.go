@@ -44,6 +44,7 @@ func init() {
 		group("snapshot", "list and delete snapshots", snapshotCommands),
 		group("volume", "create, list and delete durable volumes", volumeCommands),
 		{"machines", "list the team's service machines (sandbox create --lifetime service)", runMachines},
+		group("app", "create, deploy, roll back and delete git-driven apps", appCommands),
 		group("keys", "create, list, revoke and rotate API keys", keysCommands),
 		group("quotas", "show and change a team's limits", quotaCommands),
 		group("template", "list and build templates", templateCommands),

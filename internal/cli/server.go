@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/pandastack/pandastack/internal/cacerts"
 	"github.com/pandastack/pandastack/internal/diskreserve"
 	"github.com/pandastack/pandastack/internal/network"
 	"github.com/pandastack/pandastack/internal/quotas"
@@ -19,7 +20,7 @@ func runServer(ctx context.Context, s *streams, args []string) int {
 	fs := flag.NewFlagSet("server", flag.ContinueOnError)
 	fs.SetOutput(s.err)
 	var cfg server.Config
-	var templates, level, dnsUpstream, storageReserve, storageSize string
+	var templates, level, dnsUpstream, storageReserve, storageSize, extraCA string
 	fs.StringVar(&cfg.DataDir, "data-dir", "/var/lib/pandastack", "where state, templates and VMs live")
 	fs.StringVar(&cfg.CacheDir, "cache-dir", "", "build cache for kernels and root filesystems (default DATA/cache)")
 	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:8080", "address of the REST API")
@@ -40,6 +41,7 @@ func runServer(ctx context.Context, s *streams, args []string) int {
 	fs.StringVar(&cfg.ObjectStore, "object-store", "", "object storage for snapshot exports: file:///PATH or s3://BUCKET/PREFIX?endpoint=URL&region=R (credentials: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or KEY:SECRET@); s3 exports every new snapshot (default file://DATA/objects; env PANDASTACK_OBJECT_STORE)")
 	fs.StringVar(&storageReserve, "storage-reserve", "auto", "free space kept on the VM filesystem (DATA/cow) for running sandboxes to write into; below it creates, forks, snapshots, hibernations, volumes and template builds answer 507: a size (2GiB), a percentage (10%) or 0 for none (auto: 5% of the filesystem or 2 GiB, whichever is larger, at most 25%)")
 	fs.StringVar(&storageSize, "storage-size", "", "size of the XFS image made for VM files (DATA/cow) when the data dir cannot reflink, such as 64GiB; only when the image is first made (default: the free space under the data dir, sparse)")
+	fs.StringVar(&extraCA, "extra-ca-certs", "", "PEM files (comma separated) of CA certificates every sandbox and app build trusts besides its own, e.g. an HTTPS proxy's (env PANDASTACK_EXTRA_CA_CERTS)")
 	fs.StringVar(&cfg.AgentPath, "guest-agent", "", "path of pandastack-guest (default: beside this binary)")
 	fs.StringVar(&level, "log-level", "info", "debug, info, warn or error")
 	fs.Usage = func() {
@@ -77,6 +79,10 @@ func runServer(ctx context.Context, s *streams, args []string) int {
 	if cfg.ObjectStore == "" {
 		cfg.ObjectStore = os.Getenv("PANDASTACK_OBJECT_STORE")
 	}
+	if extraCA == "" {
+		extraCA = os.Getenv("PANDASTACK_EXTRA_CA_CERTS")
+	}
+	cfg.ExtraCACerts = cacerts.ParseList(extraCA)
 	if dnsUpstream == "" {
 		dnsUpstream = os.Getenv("PANDASTACK_DNS_UPSTREAM")
 	}

@@ -173,7 +173,7 @@ func startServer(dataDir string, extra ...string) (*serverProc, error) {
 	defer logf.Close()
 	args := append([]string{"server", "--data-dir", dataDir, "--cache-dir", cacheDir,
 		"--listen", fmt.Sprintf("127.0.0.1:%d", port),
-		"--tls-listen", fmt.Sprintf("127.0.0.1:%d", tlsPort), "--templates", template, "--pool", "2"}, extra...)
+		"--tls-listen", fmt.Sprintf("127.0.0.1:%d", tlsPort), "--templates", template, "--pool", "2"}, append(hostCAArgs(), extra...)...)
 	cmd := exec.Command(filepath.Join(binDir, "pandastack"), args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/pandastack/pandastack"
 	"github.com/pandastack/pandastack/internal/api"
+	"github.com/pandastack/pandastack/internal/apps"
 	"github.com/pandastack/pandastack/internal/ca"
 	"github.com/pandastack/pandastack/internal/cowfs"
 	"github.com/pandastack/pandastack/internal/diskreserve"
@@ -100,6 +101,10 @@ type Config struct {
 	// MaxBuildsPerTeam caps the custom template builds a team (any key but
 	// an admin's) runs at once (0: registry.DefaultMaxBuildsPerTeam).
 	MaxBuildsPerTeam int
+
+	// ExtraCACerts are PEM files of CA certificates every new sandbox (app
+	// builds included) trusts besides its own (internal/cacerts).
+	ExtraCACerts []string
 }
 
 // Server is a running single-node PandaStack.
@@ -145,6 +150,11 @@ type Server struct {
 	// (database passwords, app and function env) before it reaches the
 	// store; its key is DATA/secret.key.
 	secrets *secrets.Box
+
+	// extraCA is the PEM of Config.ExtraCACerts (nil: none).
+	extraCA []byte
+	// apps hosts git-driven apps (apps.go).
+	apps *apps.Service
 }
 
 // FindAgent locates the pandastack-guest binary: beside the running
@@ -231,6 +241,9 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		}
 	}()
 	if s.secrets, err = secrets.LoadOrCreate(filepath.Join(cfg.DataDir, "secret.key")); err != nil {
+		return nil, err
+	}
+	if s.extraCA, err = loadExtraCA(cfg.ExtraCACerts, log); err != nil {
 		return nil, err
 	}
 	key, created, err := api.Bootstrap(ctx, store)
@@ -321,6 +334,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.archive.ResumeExports(ctx)
+	s.openApps(ctx)
 	ok = true
 	return s, nil
 }
@@ -390,9 +404,9 @@ func (s *Server) setBuild(name, st string) {
 
 // Handler is the HTTP API.
 func (s *Server) Handler() http.Handler {
-	return api.New(api.Config{Store: s.store, Engine: registry.Engine{Engine: s.engine, Registry: s.registry}, Builder: s.builder, Templates: s.registry, Logger: s.log,
+	return api.New(api.Config{Store: s.store, Engine: registry.Engine{Engine: s.sandboxEngine(), Registry: s.registry}, Builder: s.builder, Templates: s.registry, Logger: s.log,
 		Quotas: s.quotas, Storage: s.reserve, SandboxDomain: s.cfg.SandboxDomain, Network: s.apiNetwork(),
-		ProxySecret: s.proxySecret, Archive: s.archive, Hosts: s.hosts, CACert: s.caPEM(), Bench: s.bench}).Handler()
+		ProxySecret: s.proxySecret, Archive: s.archive, Hosts: s.hosts, CACert: s.caPEM(), Bench: s.bench, Apps: s.apps}).Handler()
 }
 
 // Routes is the route table services register hostnames in (the HTTP
@@ -451,6 +465,9 @@ func (s *Server) Serve(ctx context.Context) error {
 // Close stops the host agent (killing sandboxes when KillOnExit) and the store.
 func (s *Server) Close(ctx context.Context) error {
 	s.archive.Close()
+	if s.apps != nil {
+		s.apps.Close()
+	}
 	err := s.agent.Close(ctx, s.cfg.KillOnExit)
 	s.engine.Wait() // the ends the host reported are recorded before the store closes
 	if s.net != nil && s.cfg.KillOnExit {

@@ -1,0 +1,1 @@
+require("express")().listen(process.env.PORT)

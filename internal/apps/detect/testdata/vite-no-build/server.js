@@ -1,0 +1,1 @@
+require("http").createServer().listen(process.env.PORT)

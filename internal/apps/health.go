@@ -1,0 +1,86 @@
+package apps
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/pandastack/pandastack"
+)
+
+// Health check timing.
+const (
+	probeTimeout  = 5 * time.Second
+	probeInterval = 500 * time.Millisecond
+)
+
+// healthy GETs path on port through the guest until it answers 2xx or
+// 3xx, for at most HealthTimeout; failing, it says why, with the end of
+// the app's own output in the log.
+func (s *Service) healthy(ctx context.Context, g pandastack.Guest, host string, port int, path string, timeout time.Duration, l *deployLog) error {
+	if timeout <= 0 {
+		timeout = s.cfg.HealthTimeout
+	}
+	deadline := time.Now().Add(timeout)
+	tries := 0
+	for {
+		tries++
+		err := probe(ctx, g, host, port, path)
+		if err == nil {
+			l.printf("health check: GET %s on port %d answered (try %d)", path, port, tries)
+			return nil
+		}
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			var out bytes.Buffer
+			if rerr := g.ReadFile(context.WithoutCancel(ctx), guestAppLog, &out, nil); rerr == nil && out.Len() > 0 {
+				b := out.Bytes()
+				if len(b) > 4096 {
+					b = b[len(b)-4096:]
+				}
+				l.printf("the app's output:\n%s", b)
+			}
+			return fmt.Errorf("health check failed: GET %s on port %d got no 2xx/3xx answer within %s (%d tries): %v", path, port, timeout, tries, err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(probeInterval):
+		}
+	}
+}
+
+// probe sends one GET through the guest agent to the app's port.
+func probe(ctx context.Context, g pandastack.Guest, host string, port int, path string) error {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	conn, err := g.DialPort(ctx, port)
+	if err != nil {
+		if pandastack.ErrorCode(err) == pandastack.ERefused {
+			return fmt.Errorf("nothing listens on port %d (does the app listen on $PORT?)", port)
+		}
+		return err
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+host+path, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("User-Agent", "pandastack-health-check")
+	req.Close = true
+	if err := req.Write(conn); err != nil {
+		return fmt.Errorf("send: %w", err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), req)
+	if err != nil {
+		return fmt.Errorf("read answer: %w", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode >= 400 {
+		return fmt.Errorf("answered %s", resp.Status)
+	}
+	return nil
+}

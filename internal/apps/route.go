@@ -1,0 +1,71 @@
+package apps
+
+import (
+	"context"
+	"net"
+	"sync/atomic"
+
+	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/router"
+)
+
+// target is the release machine a backend dials.
+type target struct {
+	machine string
+	port    int
+}
+
+// backend is an app route's backend: it dials whichever release is live,
+// so a deploy or rollback switches traffic by one atomic store, with no
+// moment without a route.
+type backend struct {
+	guests router.Guests
+	name   string
+	live   atomic.Pointer[target]
+}
+
+func (b *backend) set(machine string, port int) { b.live.Store(&target{machine: machine, port: port}) }
+
+// current is the live machine ("" when none).
+func (b *backend) current() string {
+	if t := b.live.Load(); t != nil {
+		return t.machine
+	}
+	return ""
+}
+
+// Dial connects to the live release's port (waking it when hibernated).
+func (b *backend) Dial(ctx context.Context) (net.Conn, error) {
+	t := b.live.Load()
+	if t == nil {
+		return nil, pandastack.Errorf(pandastack.EUnavailable, "app %s has no live release yet: deploy it (POST /v1/apps/%s/deploys)", b.name, b.name)
+	}
+	return router.GuestPort{Guests: b.guests, SandboxID: t.machine, Port: t.port}.Dial(ctx)
+}
+
+// register routes the app's host to a new backend; nil when the host is
+// taken.
+func (s *Service) register(a App) *backend {
+	b := &backend{guests: s.cfg.Engine, name: a.Name}
+	if err := s.cfg.Routes.Register(router.Route{Host: s.host(a.Name), Kind: router.HTTP, Backend: b,
+		Access: router.Access{Public: true}}); err != nil {
+		return nil
+	}
+	s.mu.Lock()
+	s.backends[a.ID] = b
+	s.mu.Unlock()
+	return b
+}
+
+func (s *Service) unregister(a App) {
+	s.cfg.Routes.Unregister(s.host(a.Name))
+	s.mu.Lock()
+	delete(s.backends, a.ID)
+	s.mu.Unlock()
+}
+
+func (s *Service) backendOf(appID string) *backend {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.backends[appID]
+}
