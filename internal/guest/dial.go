@@ -26,8 +26,21 @@ func dial(c *guestproto.Conn, st net.Conn, port int) error {
 	}
 	done := make(chan struct{}, 2)
 	go func() { _, _ = io.Copy(tc, st); tc.(*net.TCPConn).CloseWrite(); done <- struct{}{} }()
-	go func() { _, _ = io.Copy(st, tc); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(st, tc); closeWrite(st); done <- struct{}{} }()
 	<-done
 	<-done
 	return nil
+}
+
+// closeWrite passes the server's end of its output on to the host: a
+// response that ends at the close (HTTP/1.0, no Content-Length) must end
+// on the host too, while the host's side may still be open. A yamux
+// stream's Close is that half-close: it sends FIN and keeps reading until
+// the host closes its side.
+func closeWrite(st net.Conn) {
+	if cw, ok := st.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+		return
+	}
+	_ = st.Close()
 }
