@@ -14,6 +14,12 @@ type HostRouter interface {
 	ServeHost(w http.ResponseWriter, r *http.Request, auth router.Authenticate) (bool, error)
 }
 
+// E2BServer serves E2B's control plane and sandbox traffic
+// (internal/e2bcompat), reporting whether r was E2B's.
+type E2BServer interface {
+	ServeE2B(w http.ResponseWriter, r *http.Request, auth router.Authenticate) bool
+}
+
 // hostRouter is cfg.Hosts, or a router for sandbox ports made from the
 // API's own configuration.
 func (s *Server) hostRouter() HostRouter {
@@ -40,6 +46,9 @@ func (s *Server) withHosts(api http.Handler) http.Handler {
 		return p.key.TeamID, nil
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.cfg.E2B != nil && s.cfg.E2B.ServeE2B(w, r, auth) {
+			return
+		}
 		served, err := hosts.ServeHost(w, r, auth)
 		if err != nil {
 			s.writeError(w, r, err)

@@ -100,6 +100,9 @@ type Config struct {
 	// for `pandastack bench` (admin routes under /v1/admin/bench; nil:
 	// they answer 503).
 	Bench HostBench
+	// E2B serves E2B's wire protocol (internal/e2bcompat) on this port,
+	// ahead of everything else; nil: none.
+	E2B E2BServer
 }
 
 // StorageStatus reads the host's VM filesystem: its size, free space and

@@ -392,7 +392,8 @@ func (s *Server) setBuild(name, st string) {
 func (s *Server) Handler() http.Handler {
 	return api.New(api.Config{Store: s.store, Engine: registry.Engine{Engine: s.engine, Registry: s.registry}, Builder: s.builder, Templates: s.registry, Logger: s.log,
 		Quotas: s.quotas, Storage: s.reserve, SandboxDomain: s.cfg.SandboxDomain, Network: s.apiNetwork(),
-		ProxySecret: s.proxySecret, Archive: s.archive, Hosts: s.hosts, CACert: s.caPEM(), Bench: s.bench}).Handler()
+		ProxySecret: s.proxySecret, Archive: s.archive, Hosts: s.hosts, CACert: s.caPEM(), Bench: s.bench,
+		E2B: s.e2bServer()}).Handler()
 }
 
 // Routes is the route table services register hostnames in (the HTTP
