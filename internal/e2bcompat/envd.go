@@ -29,7 +29,12 @@ func (s *Server) serveSandbox(w http.ResponseWriter, r *http.Request, id string,
 		writeProxyError(w, id, "The sandbox was not found")
 		return
 	}
-	if port != EnvdPort {
+	switch port {
+	case EnvdPort:
+	case CodePort:
+		s.serveCode(w, r, sb, id)
+		return
+	default:
 		s.servePort(w, r, sb, id, port, auth)
 		return
 	}
