@@ -19,17 +19,33 @@ import (
 // E2B_SANDBOX_URL at the server's port, E2B_DOMAIN for getHost. See
 // testdata/e2bcompat/e2b.test.mjs for what it checks.
 func TestE2BCompat(t *testing.T) {
+	runE2BSuite(t, "e2b.test.mjs")
+}
+
+// TestE2BCodeInterpreter runs the stock `@e2b/code-interpreter` package
+// (pinned likewise) the same way: runCode onto our code-interpreter
+// template's kernel. See testdata/e2bcompat/code-interpreter.test.mjs.
+func TestE2BCodeInterpreter(t *testing.T) {
+	needTemplate(t, "code-interpreter")
+	runE2BSuite(t, "code-interpreter.test.mjs")
+}
+
+// runE2BSuite runs one node test file of testdata/e2bcompat against the
+// suite's server with a new team's E2B key, then checks that the run left
+// no sandbox of that team live.
+func runE2BSuite(t *testing.T, file string) {
 	ctx := context.Background()
 	dir, err := filepath.Abs("testdata/e2bcompat")
 	if err != nil {
 		t.Fatal(err)
 	}
 	admin := main.client(main.admin)
-	key, err := admin.CreateE2BKey(ctx, "e2bcompat", "e2e")
+	team := "e2b-" + strings.TrimSuffix(file, ".test.mjs")
+	key, err := admin.CreateE2BKey(ctx, team, "e2e")
 	if err != nil {
 		t.Fatalf("create E2B key: %v", err)
 	}
-	other, err := admin.CreateE2BKey(ctx, "e2bcompat-other", "e2e")
+	other, err := admin.CreateE2BKey(ctx, team+"-other", "e2e")
 	if err != nil {
 		t.Fatalf("create the other team's E2B key: %v", err)
 	}
@@ -46,7 +62,7 @@ func TestE2BCompat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	node := exec.Command("node", "--test", "--test-concurrency=1")
+	node := exec.Command("node", "--test", "--test-concurrency=1", file)
 	node.Dir = dir
 	node.Env = append(os.Environ(),
 		"E2B_API_KEY="+key.Key, "E2B_OTHER_KEY="+other.Key,
@@ -54,7 +70,7 @@ func TestE2BCompat(t *testing.T) {
 		"E2B_DOMAIN=localhost:"+u.Port())
 	out, err := node.CombinedOutput()
 	if err != nil {
-		t.Fatalf("node --test (stock e2b SDK): %v\n%s", err, out)
+		t.Fatalf("node --test %s (stock E2B SDK): %v\n%s", file, err, out)
 	}
 	t.Logf("node --test:\n%s", tailLines(string(out), 12))
 
@@ -65,7 +81,7 @@ func TestE2BCompat(t *testing.T) {
 		t.Fatalf("list sandboxes with the E2B key through our API: %v", err)
 	}
 	if len(left) != 0 {
-		t.Fatalf("%d sandboxes left live after the E2B run", len(left))
+		t.Fatalf("%d sandboxes left live after %s", len(left), file)
 	}
 }
 
