@@ -1,7 +1,9 @@
 package e2bcompat
 
 import (
+	"bytes"
 	"compress/gzip"
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
@@ -122,7 +124,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, c *sandboxCall, 
 	ctype, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	var out []fileEntry
 	write := func(dest string, body io.Reader) error {
-		fi, err := c.guest.WriteFile(r.Context(), resolvePath(dest, user), 0o644, body)
+		fi, err := writeAs(r.Context(), c.guest, user, resolvePath(dest, user), body)
 		if err != nil {
 			return err
 		}
@@ -195,6 +197,45 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, c *sandboxCall, 
 		return
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// writeAs writes a file as user, as envd does: its parents are made, the
+// file is the user's, and a path the user may not write fails with the
+// guest's own permission error (EForbidden). Root writes through the guest
+// agent's file protocol; anyone else through a shell run as that user.
+func writeAs(ctx context.Context, g pandastack.Guest, user, p string, body io.Reader) (pandastack.FileInfo, error) {
+	if user == "root" {
+		return g.WriteFile(ctx, p, 0o644, body)
+	}
+	return asUser(ctx, g, user, p, `mkdir -p -- "$(dirname -- "$1")" && cat > "$1"`, body)
+}
+
+// asUser runs script (its $1 is p) as user, then stats p; a failure is the
+// script's own stderr.
+func asUser(ctx context.Context, g pandastack.Guest, user, p, script string, stdin io.Reader) (pandastack.FileInfo, error) {
+	var stderr bytes.Buffer
+	res, err := g.Exec(ctx, pandastack.ExecRequest{Args: []string{"/bin/sh", "-c", script, "sh", p}, User: user}, stdin,
+		func(ev pandastack.ExecEvent) error {
+			if ev.Type == "stderr" && stderr.Len() < 4096 {
+				stderr.Write(ev.Data)
+			}
+			return nil
+		})
+	if err != nil {
+		return pandastack.FileInfo{}, err
+	}
+	if res.ExitCode != 0 || res.Signal != "" {
+		msg := strings.TrimSpace(stderr.String())
+		code := pandastack.EInvalid
+		if strings.Contains(msg, "Permission denied") || strings.Contains(msg, "Read-only file system") {
+			code = pandastack.EForbidden
+		}
+		if msg == "" {
+			msg = fmt.Sprintf("exit status %d", res.ExitCode)
+		}
+		return pandastack.FileInfo{}, pandastack.Errorf(code, "%s (as user %s)", msg, user)
+	}
+	return g.Stat(ctx, p)
 }
 
 // partPath is the full filename of a part (the SDK sends the destination

@@ -124,7 +124,8 @@ func (s *Server) fsMakeDir(w http.ResponseWriter, r *http.Request, c *sandboxCal
 	if !unary(w, r, &req) {
 		return
 	}
-	p := resolvePath(req.Path, rpcUser(r))
+	user := rpcUser(r)
+	p := resolvePath(req.Path, user)
 	if _, err := c.guest.Stat(r.Context(), p); err == nil {
 		writeConnectError(w, connectErr("already_exists", "%s already exists", p))
 		return
@@ -132,11 +133,20 @@ func (s *Server) fsMakeDir(w http.ResponseWriter, r *http.Request, c *sandboxCal
 		writeConnectError(w, toRPCError(err))
 		return
 	}
-	if err := c.guest.MakeDir(r.Context(), p); err != nil {
+	if user == "root" {
+		if err := c.guest.MakeDir(r.Context(), p); err != nil {
+			writeConnectError(w, toRPCError(err))
+			return
+		}
+		s.statAnswer(w, r, c, p)
+		return
+	}
+	fi, err := asUser(r.Context(), c.guest, user, p, `mkdir -p -- "$1"`, nil)
+	if err != nil {
 		writeConnectError(w, toRPCError(err))
 		return
 	}
-	s.statAnswer(w, r, c, p)
+	writeJSON(w, http.StatusOK, entryResponse{toEntry(fi)})
 }
 
 type moveRequest struct {

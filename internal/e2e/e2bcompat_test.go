@@ -19,7 +19,7 @@ import (
 // E2B_SANDBOX_URL at the server's port, E2B_DOMAIN for getHost. See
 // testdata/e2bcompat/e2b.test.mjs for what it checks.
 func TestE2BCompat(t *testing.T) {
-	runE2BSuite(t, "e2b.test.mjs")
+	runE2BSuite(t, "e2b", "e2b.test.mjs", "e2b-2.50.test.mjs")
 }
 
 // TestE2BCodeInterpreter runs the stock `@e2b/code-interpreter` package
@@ -27,20 +27,19 @@ func TestE2BCompat(t *testing.T) {
 // template's kernel. See testdata/e2bcompat/code-interpreter.test.mjs.
 func TestE2BCodeInterpreter(t *testing.T) {
 	needTemplate(t, "code-interpreter")
-	runE2BSuite(t, "code-interpreter.test.mjs")
+	runE2BSuite(t, "e2b-code-interpreter", "code-interpreter.test.mjs")
 }
 
-// runE2BSuite runs one node test file of testdata/e2bcompat against the
-// suite's server with a new team's E2B key, then checks that the run left
-// no sandbox of that team live.
-func runE2BSuite(t *testing.T, file string) {
+// runE2BSuite runs node test files of testdata/e2bcompat against the
+// suite's server with E2B keys of a new team (and of another), then checks
+// that the run left no sandbox of that team live.
+func runE2BSuite(t *testing.T, team string, files ...string) {
 	ctx := context.Background()
 	dir, err := filepath.Abs("testdata/e2bcompat")
 	if err != nil {
 		t.Fatal(err)
 	}
 	admin := main.client(main.admin)
-	team := "e2b-" + strings.TrimSuffix(file, ".test.mjs")
 	key, err := admin.CreateE2BKey(ctx, team, "e2e")
 	if err != nil {
 		t.Fatalf("create E2B key: %v", err)
@@ -62,7 +61,7 @@ func runE2BSuite(t *testing.T, file string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	node := exec.Command("node", "--test", "--test-concurrency=1", file)
+	node := exec.Command("node", append([]string{"--test", "--test-concurrency=1"}, files...)...)
 	node.Dir = dir
 	node.Env = append(os.Environ(),
 		"E2B_API_KEY="+key.Key, "E2B_OTHER_KEY="+other.Key,
@@ -70,7 +69,7 @@ func runE2BSuite(t *testing.T, file string) {
 		"E2B_DOMAIN=localhost:"+u.Port())
 	out, err := node.CombinedOutput()
 	if err != nil {
-		t.Fatalf("node --test %s (stock E2B SDK): %v\n%s", file, err, out)
+		t.Fatalf("node --test %v (stock E2B SDK): %v\n%s", files, err, out)
 	}
 	t.Logf("node --test:\n%s", tailLines(string(out), 12))
 
@@ -81,7 +80,7 @@ func runE2BSuite(t *testing.T, file string) {
 		t.Fatalf("list sandboxes with the E2B key through our API: %v", err)
 	}
 	if len(left) != 0 {
-		t.Fatalf("%d sandboxes left live after %s", len(left), file)
+		t.Fatalf("%d sandboxes left live after %v", len(left), files)
 	}
 }
 

@@ -103,6 +103,17 @@ test('files: write, read, list, exists, makeDir, rename, remove', async () => {
   await sbx.files.remove('/tmp/e2b/d')
   assert.equal(await sbx.files.exists('/tmp/e2b/d/b.txt'), false)
   await assert.rejects(sbx.files.read('/tmp/e2b/missing'), (e) => e instanceof NotFoundError)
+  // Files are written as the user (as by envd): the user's commands may
+  // change them, and a path the user may not write is the guest's refusal.
+  await sbx.files.write('/tmp/e2b/new/owned', 'x')
+  assert.equal((await sbx.commands.run('echo y >> /tmp/e2b/new/owned; stat -c %U /tmp/e2b/new /tmp/e2b/new/owned')).stdout, 'user\nuser\n')
+  await assert.rejects(sbx.files.write('/etc/e2b-denied', 'x'), (e) => {
+    assert.ok(e instanceof SandboxError, `got ${e}`)
+    assert.match(String(e.message), /Permission denied/)
+    return true
+  })
+  await sbx.files.write('/etc/e2b-root', 'x', { user: 'root' })
+  assert.equal(await sbx.files.read('/etc/e2b-root'), 'x')
   // Relative paths are under the user's home, as with E2B.
   await sbx.files.write('rel.txt', 'home')
   assert.equal((await sbx.commands.run('cat /home/user/rel.txt')).stdout, 'home')
