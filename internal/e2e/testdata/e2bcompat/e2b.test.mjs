@@ -127,11 +127,26 @@ test('getHost(port) reaches an HTTP server inside the sandbox', async () => {
   const u = new URL(server)
   let body
   for (let i = 0; i < 100 && body === undefined; i++) {
-    const r = await get(u, host).catch(() => null)
+    const r = await request(u, host, '/').catch(() => null)
     if (r && r.status === 200) body = r.body
     else await new Promise((res) => setTimeout(res, 300))
   }
   assert.equal(body, 'hello from the sandbox')
+})
+
+test('E2B_DOMAIN host routing: envd health, a signed download URL', async () => {
+  const u = new URL(server)
+  const envd = `49983-${sbx.sandboxId}.${env('E2B_DOMAIN')}`
+  assert.equal((await request(u, envd, '/health')).status, 204)
+  await sbx.files.write('/tmp/signed.txt', 'signed')
+  const signed = new URL(await sbx.downloadUrl('/tmp/signed.txt'))
+  assert.match(signed.search, /signature=v1_/)
+  // Signed URLs carry no routing headers: they are fetched by host name.
+  const r = await request(u, envd, signed.pathname + signed.search)
+  assert.deepEqual([r.status, r.body], [200, 'signed'])
+  const forged = signed.search.replace(/signature=[^&]+/, 'signature=v1_forged')
+  assert.equal((await request(u, envd, signed.pathname + forged)).status, 401)
+  assert.equal((await request(u, `49983-doesnotexist0.${env('E2B_DOMAIN')}`, '/health')).status, 502)
 })
 
 test('setTimeout and getInfo', async () => {
@@ -201,11 +216,12 @@ test('kill', async () => {
   second = undefined
 })
 
-// get fetches http://<server>/ with Host set to host (getHost's name, which
-// this machine's resolver need not know), as a browser given DNS would.
-function get(u, host) {
+// request GETs path from the server at u with Host set to host (a name
+// like getHost's, which this machine's resolver need not know), as a
+// client given DNS would.
+function request(u, host, path) {
   return new Promise((resolve, reject) => {
-    const req = http.request({ host: u.hostname, port: u.port, path: '/', headers: { Host: host } }, (res) => {
+    const req = http.request({ host: u.hostname, port: u.port, path, headers: { Host: host } }, (res) => {
       let body = ''
       res.setEncoding('utf8')
       res.on('data', (c) => { body += c })
