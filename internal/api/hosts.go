@@ -46,7 +46,7 @@ func (s *Server) withHosts(api http.Handler) http.Handler {
 		return p.key.TeamID, nil
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.cfg.E2B != nil && s.cfg.E2B.ServeE2B(w, r, auth) {
+		if s.cfg.E2B != nil && s.cfg.E2B.ServeE2B(w, r, s.e2bAuth(w)) {
 			return
 		}
 		served, err := hosts.ServeHost(w, r, auth)
@@ -57,4 +57,21 @@ func (s *Server) withHosts(api http.Handler) http.Handler {
 			api.ServeHTTP(w, r)
 		}
 	})
+}
+
+// e2bAuth authenticates an E2B control-plane request like any API request:
+// the key's principal is logged and its rate limit applies (ERateLimited,
+// with Retry-After set on w).
+func (s *Server) e2bAuth(w http.ResponseWriter) router.Authenticate {
+	return func(r *http.Request) (string, error) {
+		p, err := s.authenticate(r)
+		if err != nil {
+			return "", err
+		}
+		setPrincipal(r, p)
+		if err := s.rateLimit(w, r, p); err != nil {
+			return "", err
+		}
+		return p.key.TeamID, nil
+	}
 }

@@ -62,7 +62,11 @@ var controlRoutes = map[string]controlHandler{
 func (s *Server) serveControl(w http.ResponseWriter, r *http.Request, auth Authenticate) {
 	team, err := auth(r)
 	if err != nil {
-		writeAPIError(w, http.StatusUnauthorized, "Invalid API key: "+pandastack.ErrorMessage(err))
+		if c := pandastack.ErrorCode(err); c == pandastack.EUnauthorized || c == pandastack.EForbidden {
+			writeAPIError(w, http.StatusUnauthorized, "Invalid API key: "+pandastack.ErrorMessage(err))
+			return
+		}
+		s.writeControlError(w, r, err) // rate limited (Retry-After is set), or the store failed
 		return
 	}
 	mux := http.NewServeMux()
@@ -101,7 +105,7 @@ func (s *Server) writeControlError(w http.ResponseWriter, r *http.Request, err e
 	if status >= 500 {
 		s.log.ErrorContext(r.Context(), "e2b control plane", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
-	if status == http.StatusTooManyRequests {
+	if status == http.StatusTooManyRequests && w.Header().Get("Retry-After") == "" {
 		w.Header().Set("Retry-After", "1")
 	}
 	writeAPIError(w, status, msg)
@@ -160,12 +164,12 @@ type detailJSON struct {
 }
 
 func (s *Server) present(sb pandastack.Sandbox) sandboxJSON {
-	return sandboxJSON{SandboxID: e2bID(sb.ID), TemplateID: sb.Template, Alias: e2bAlias(sb.Template),
+	return sandboxJSON{SandboxID: s.e2bID(sb.ID), TemplateID: sb.Template, Alias: e2bAlias(sb.Template),
 		ClientID: "pandastack", EnvdVersion: EnvdVersion, EnvdAccessToken: s.accessToken(sb.ID)}
 }
 
 func (s *Server) detail(sb pandastack.Sandbox, withToken bool) detailJSON {
-	d := detailJSON{TemplateID: sb.Template, Alias: e2bAlias(sb.Template), SandboxID: e2bID(sb.ID), ClientID: "pandastack",
+	d := detailJSON{TemplateID: sb.Template, Alias: e2bAlias(sb.Template), SandboxID: s.e2bID(sb.ID), ClientID: "pandastack",
 		StartedAt: sb.CreatedAt, EndAt: sb.ExpiresAt, CPUCount: sb.CPUs, MemoryMB: sb.MemoryMiB, DiskSizeMB: sb.DiskMiB,
 		Metadata: userMetadata(sb.Metadata), State: e2bState(sb.State), EnvdVersion: EnvdVersion}
 	if withToken {
@@ -276,7 +280,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, team string) err
 func (s *Server) ownSandbox(r *http.Request, team string) (pandastack.Sandbox, error) {
 	id := r.PathValue("id")
 	notFound := pandastack.Errorf(pandastack.ENotFound, "sandbox %s not found", id)
-	native, ok := nativeID(id)
+	native, ok := s.nativeID(id)
 	if !ok {
 		return pandastack.Sandbox{}, notFound
 	}
@@ -472,7 +476,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, team string) error
 	next := ""
 	for _, sb := range sbs {
 		if after != "" {
-			if e2bID(sb.ID) == after {
+			if s.e2bID(sb.ID) == after {
 				after = ""
 			}
 			continue

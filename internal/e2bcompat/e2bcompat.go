@@ -47,9 +47,6 @@ const EnvdPort = 49983
 // includeEntry (0.6.x) are not served.
 const EnvdVersion = "0.5.7"
 
-// nativePrefix starts every PandaStack sandbox id.
-const nativePrefix = "sbx_"
-
 // publicKey is the metadata key marking a sandbox created through the E2B
 // API with public traffic (E2B's default): its ports are then reachable at
 // PORT-ID.DOMAIN without credentials, as on E2B. The E2B API never shows it.
@@ -69,6 +66,9 @@ type Config struct {
 	Domain string
 	// MaxTTL bounds timeouts (default sandboxes.DefaultMaxTTL).
 	MaxTTL time.Duration
+	// IDPrefix starts every native sandbox id and is left out of E2B ids
+	// (default "sbx_", the engine's).
+	IDPrefix string
 }
 
 // Server serves the E2B API. Create it with New.
@@ -87,6 +87,9 @@ func New(cfg Config) *Server {
 		cfg.Domain = "localhost"
 	}
 	cfg.Domain = router.NormalizeHost(cfg.Domain)
+	if cfg.IDPrefix == "" {
+		cfg.IDPrefix = "sbx_"
+	}
 	if cfg.MaxTTL <= 0 {
 		cfg.MaxTTL = sandboxes.DefaultMaxTTL
 	}
@@ -144,7 +147,7 @@ func (s *Server) hostTarget(host string) (port int, id string, ok bool) {
 
 // nativeID is the PandaStack id of E2B sandbox id e; ok is false for ids
 // that cannot be one.
-func nativeID(e string) (string, bool) {
+func (s *Server) nativeID(e string) (string, bool) {
 	if e == "" || len(e) > 64 {
 		return "", false
 	}
@@ -153,11 +156,11 @@ func nativeID(e string) (string, bool) {
 			return "", false
 		}
 	}
-	return nativePrefix + e, true
+	return s.cfg.IDPrefix + e, true
 }
 
 // e2bID is the E2B id of a PandaStack sandbox.
-func e2bID(native string) string { return strings.TrimPrefix(native, nativePrefix) }
+func (s *Server) e2bID(native string) string { return strings.TrimPrefix(native, s.cfg.IDPrefix) }
 
 // accessToken is the envd access token of a sandbox: HMAC-SHA256 of its
 // native id under the server's secret, so nothing is stored and a server

@@ -35,15 +35,15 @@ func TestParseMetadataFilter(t *testing.T) {
 }
 
 func TestIDs(t *testing.T) {
-	if n, ok := nativeID("0123abcd"); !ok || n != "sbx_0123abcd" || e2bID(n) != "0123abcd" {
+	s := New(Config{Secret: []byte("k"), Domain: "sbx.example.com:8443"})
+	if n, ok := s.nativeID("0123abcd"); !ok || n != "sbx_0123abcd" || s.e2bID(n) != "0123abcd" {
 		t.Fatalf("nativeID/e2bID round trip: %q %v", n, ok)
 	}
 	for _, bad := range []string{"", "sbx_1", "ABC", "a-b", "a.b"} {
-		if _, ok := nativeID(bad); ok {
+		if _, ok := s.nativeID(bad); ok {
 			t.Errorf("nativeID(%q) accepted", bad)
 		}
 	}
-	s := New(Config{Secret: []byte("k"), Domain: "sbx.example.com:8443"})
 	if s.accessToken("sbx_1") == s.accessToken("sbx_2") || !s.tokenOK("sbx_1", s.accessToken("sbx_1")) || s.tokenOK("sbx_1", "") {
 		t.Fatal("access tokens are not per sandbox")
 	}

@@ -63,7 +63,7 @@ func (s *Server) serveSandbox(w http.ResponseWriter, r *http.Request, id string,
 
 // liveSandbox finds the live sandbox of E2B id.
 func (s *Server) liveSandbox(ctx context.Context, id string) (pandastack.Sandbox, bool) {
-	native, ok := nativeID(id)
+	native, ok := s.nativeID(id)
 	if !ok {
 		return pandastack.Sandbox{}, false
 	}
