@@ -16,8 +16,16 @@ type HostRouter interface {
 
 // E2BServer serves E2B's control plane and sandbox traffic
 // (internal/e2bcompat), reporting whether r was E2B's.
+// apiHost is false for hosts the router owns (registered hostnames, sandbox
+// ports): E2B's API paths and routing headers count only on the API's own.
 type E2BServer interface {
-	ServeE2B(w http.ResponseWriter, r *http.Request, auth router.Authenticate) bool
+	ServeE2B(w http.ResponseWriter, r *http.Request, auth router.Authenticate, apiHost bool) bool
+}
+
+// owns reports whether the host router serves host (when it can say).
+func owns(h HostRouter, host string) bool {
+	o, ok := h.(interface{ Owns(host string) bool })
+	return ok && o.Owns(host)
 }
 
 // hostRouter is cfg.Hosts, or a router for sandbox ports made from the
@@ -46,7 +54,7 @@ func (s *Server) withHosts(api http.Handler) http.Handler {
 		return p.key.TeamID, nil
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.cfg.E2B != nil && s.cfg.E2B.ServeE2B(w, r, s.e2bAuth(w)) {
+		if s.cfg.E2B != nil && s.cfg.E2B.ServeE2B(w, r, s.e2bAuth(w), !owns(hosts, r.Host)) {
 			return
 		}
 		served, err := hosts.ServeHost(w, r, auth)

@@ -31,6 +31,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pandastack/pandastack"
@@ -76,6 +77,9 @@ type Server struct {
 	cfg Config
 	log *slog.Logger
 	sbx *sandboxes.Service
+	// stdins holds the stdin of each process started with stdin: true,
+	// by stdinKey, for SendInput and CloseStdin.
+	stdins sync.Map
 }
 
 // New returns a Server for cfg.
@@ -106,18 +110,22 @@ type Authenticate = router.Authenticate
 var hostLabel = regexp.MustCompile(`^([0-9]{1,5})-([a-z0-9]{1,64})$`)
 
 // ServeE2B serves r when it is E2B traffic and reports whether it did: a
-// request carrying E2b-Sandbox-Id, one for PORT-ID.DOMAIN with an E2B-shaped
-// id, or one on E2B's control-plane paths.
-func (s *Server) ServeE2B(w http.ResponseWriter, r *http.Request, auth Authenticate) bool {
+// request for PORT-ID.DOMAIN with an E2B-shaped id, or, on the API's own
+// host (apiHost: not an app's or a sandbox port's), one carrying
+// E2b-Sandbox-Id or on E2B's control-plane paths.
+func (s *Server) ServeE2B(w http.ResponseWriter, r *http.Request, auth Authenticate, apiHost bool) bool {
+	if port, id, ok := s.hostTarget(r.Host); ok {
+		s.serveSandbox(w, r, id, port, auth)
+		return true
+	}
+	if !apiHost {
+		return false
+	}
 	if id := r.Header.Get("E2b-Sandbox-Id"); id != "" {
 		port, err := strconv.Atoi(r.Header.Get("E2b-Sandbox-Port"))
 		if err != nil || port < 1 || port > 65535 {
 			port = EnvdPort
 		}
-		s.serveSandbox(w, r, id, port, auth)
-		return true
-	}
-	if port, id, ok := s.hostTarget(r.Host); ok {
 		s.serveSandbox(w, r, id, port, auth)
 		return true
 	}

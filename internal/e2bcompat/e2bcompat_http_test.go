@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/pandastack/pandastack/internal/api"
 	"github.com/pandastack/pandastack/internal/api/apitest"
 	"github.com/pandastack/pandastack/internal/e2bcompat"
+	"github.com/pandastack/pandastack/internal/router"
 )
 
 // start runs the API over apitest's FAKE engine (no VMs) with the E2B
@@ -174,4 +176,38 @@ func envelope(msg string) []byte {
 	b.Write([]byte{0, byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)})
 	b.WriteString(msg)
 	return b.Bytes()
+}
+
+// E2B's paths and routing headers belong to the API's host only: an app's
+// registered hostname keeps its own /sandboxes.
+func TestRegisteredHostsKeepTheirPaths(t *testing.T) {
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "the app's "+r.URL.Path)
+	}))
+	defer app.Close()
+	table := router.NewTable()
+	if err := table.Register(router.Route{Host: "web.apps.test", Kind: router.HTTP, Access: router.Access{Public: true},
+		Backend: router.Addr{Network: "tcp", Address: strings.TrimPrefix(app.URL, "http://")}}); err != nil {
+		t.Fatal(err)
+	}
+	env := apitest.Start(t, func(c *api.Config) {
+		c.Hosts = router.NewHTTP(router.HTTPConfig{Domain: "localhost", Table: table, Sandboxes: c.Store})
+		c.E2B = e2bcompat.New(e2bcompat.Config{Store: c.Store, Engine: c.Engine, Secret: []byte("k"), IDPrefix: "sb_"})
+	})
+	for _, hdr := range [][]string{nil, {"E2b-Sandbox-Id", "abc"}} {
+		req, _ := http.NewRequest("GET", env.URL+"/sandboxes", nil)
+		req.Host = "web.apps.test"
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || string(b) != "the app's /sandboxes" {
+			t.Fatalf("GET web.apps.test/sandboxes %v: %d %s, want the app's answer", hdr, resp.StatusCode, b)
+		}
+	}
 }

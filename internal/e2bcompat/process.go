@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -73,9 +74,6 @@ func (s *Server) processStart(w http.ResponseWriter, r *http.Request, c *sandbox
 	case len(req.PTY) > 0 && string(req.PTY) != "null":
 		newStream(w).end(connectErr("unimplemented", "process.Process/Start with a pty is not implemented by PandaStack's E2B compatibility yet"))
 		return
-	case req.Stdin != nil && *req.Stdin:
-		newStream(w).end(connectErr("unimplemented", "process.Process/Start with stdin: true is not implemented by PandaStack's E2B compatibility yet (SendInput)"))
-		return
 	case req.Process.Cmd == "":
 		newStream(w).end(connectErr("invalid_argument", "process.cmd is required"))
 		return
@@ -85,6 +83,10 @@ func (s *Server) processStart(w http.ResponseWriter, r *http.Request, c *sandbox
 		User: user, TimeoutSeconds: connectTimeout(r), Background: true}
 	if req.Process.Cwd != nil && *req.Process.Cwd != "" {
 		x.Cwd = resolvePath(*req.Process.Cwd, user)
+	}
+	if req.Stdin != nil && *req.Stdin {
+		s.startWithStdin(w, r, c, x)
+		return
 	}
 	pid := 0
 	_, err := c.guest.Exec(r.Context(), x, nil, func(ev pandastack.ExecEvent) error {
@@ -102,6 +104,116 @@ func (s *Server) processStart(w http.ResponseWriter, r *http.Request, c *sandbox
 		return
 	}
 	s.follow(w, r, c, pid)
+}
+
+// startWithStdin runs a command whose stdin stays open for SendInput and
+// CloseStdin. Unlike other commands it runs in the foreground of this
+// stream: the guest keeps no stdin for background processes, so a client
+// that goes away ends it.
+func (s *Server) startWithStdin(w http.ResponseWriter, r *http.Request, c *sandboxCall, x pandastack.ExecRequest) {
+	x.Background = false
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	var (
+		st   *stream
+		key  string
+		stop = make(chan struct{})
+	)
+	defer close(stop)
+	res, err := c.guest.Exec(r.Context(), x, pr, func(ev pandastack.ExecEvent) error {
+		switch ev.Type {
+		case "start":
+			key = stdinKey(c.sb.ID, ev.PID)
+			s.stdins.Store(key, pw)
+			st = newStream(w)
+			go st.keepalive(r, eventMsg{processEvent{Keepalive: &struct{}{}}}, stop)
+			return st.send(eventMsg{processEvent{Start: &startEvent{PID: ev.PID}}})
+		case "stdout":
+			return st.send(eventMsg{processEvent{Data: &dataEvent{Stdout: ev.Data}}})
+		case "stderr":
+			return st.send(eventMsg{processEvent{Data: &dataEvent{Stderr: ev.Data}}})
+		}
+		return nil
+	})
+	if key != "" {
+		s.stdins.Delete(key)
+	}
+	if st == nil {
+		if err == nil {
+			err = errors.New("the guest reported no start")
+		}
+		newStream(w).end(toRPCError(err))
+		return
+	}
+	if err != nil {
+		if r.Context().Err() == nil {
+			st.end(toRPCError(err))
+		}
+		return
+	}
+	if st.send(eventMsg{processEvent{End: endOf(res)}}) == nil {
+		st.end(nil)
+	}
+}
+
+func stdinKey(sandbox string, pid int) string { return sandbox + "/" + strconv.Itoa(pid) }
+
+type inputRequest struct {
+	Process processSelector `json:"process"`
+	Input   struct {
+		Stdin []byte          `json:"stdin"`
+		PTY   json.RawMessage `json:"pty"`
+	} `json:"input"`
+}
+
+// processSendInput: process.Process/SendInput writes to the stdin of a
+// process started with stdin: true.
+func (s *Server) processSendInput(w http.ResponseWriter, r *http.Request, c *sandboxCall) {
+	var req inputRequest
+	if !unary(w, r, &req) {
+		return
+	}
+	if len(req.Input.PTY) > 0 {
+		writeConnectError(w, connectErr("unimplemented", "process.Process/SendInput to a pty is not implemented by PandaStack's E2B compatibility yet"))
+		return
+	}
+	pw, e := s.stdinOf(c, req.Process)
+	if e != nil {
+		writeConnectError(w, e)
+		return
+	}
+	if _, err := pw.Write(req.Input.Stdin); err != nil {
+		writeConnectError(w, connectErr("failed_precondition", "stdin of the process is closed"))
+		return
+	}
+	writeJSON(w, http.StatusOK, struct{}{})
+}
+
+// processCloseStdin: process.Process/CloseStdin sends end-of-file.
+func (s *Server) processCloseStdin(w http.ResponseWriter, r *http.Request, c *sandboxCall) {
+	var req connectRequest
+	if !unary(w, r, &req) {
+		return
+	}
+	pw, e := s.stdinOf(c, req.Process)
+	if e != nil {
+		writeConnectError(w, e)
+		return
+	}
+	pw.Close()
+	writeJSON(w, http.StatusOK, struct{}{})
+}
+
+func (s *Server) stdinOf(c *sandboxCall, sel processSelector) (*io.PipeWriter, *rpcError) {
+	pid, e := selectPID(sel)
+	if e != nil {
+		return nil, e
+	}
+	v, ok := s.stdins.Load(stdinKey(c.sb.ID, pid))
+	if !ok {
+		return nil, connectErr("not_found", "process %d has no open stdin (start it with stdin: true)", pid)
+	}
+	return v.(*io.PipeWriter), nil
 }
 
 type connectRequest struct {

@@ -16,6 +16,8 @@ var rpcMethods = map[string]rpcMethod{
 	"/process.Process/Connect":       (*Server).processConnect,
 	"/process.Process/List":          (*Server).processList,
 	"/process.Process/SendSignal":    (*Server).processSignal,
+	"/process.Process/SendInput":     (*Server).processSendInput,
+	"/process.Process/CloseStdin":    (*Server).processCloseStdin,
 	"/filesystem.Filesystem/Stat":    (*Server).fsStat,
 	"/filesystem.Filesystem/ListDir": (*Server).fsListDir,
 	"/filesystem.Filesystem/MakeDir": (*Server).fsMakeDir,

@@ -82,6 +82,16 @@ test('background command: list, kill, wait', async () => {
   assert.equal(await sbx.commands.kill(999999), false)
 })
 
+test('stdin: sendStdin and closeStdin to a command started with stdin', async () => {
+  const h = await sbx.commands.run('cat; echo done', { background: true, stdin: true })
+  await sbx.commands.sendStdin(h.pid, 'hello ')
+  await sbx.commands.sendStdin(h.pid, 'stdin\n')
+  await sbx.commands.closeStdin(h.pid)
+  const r = await h.wait()
+  assert.equal(r.stdout, 'hello stdin\ndone\n')
+  await assert.rejects(sbx.commands.sendStdin(h.pid, 'late'))
+})
+
 test('files: write, read, list, exists, makeDir, rename, remove', async () => {
   const info = await sbx.files.write('/tmp/e2b/a.txt', 'hello')
   assert.equal(info.path, '/tmp/e2b/a.txt')
