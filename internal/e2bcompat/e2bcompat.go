@@ -118,6 +118,13 @@ func (s *Server) ServeE2B(w http.ResponseWriter, r *http.Request, auth Authentic
 		s.serveSandbox(w, r, id, port, auth)
 		return true
 	}
+	// With E2B_DOMAIN the SDKs call api.DOMAIN (control plane) and, for
+	// header routing, sandbox.DOMAIN: names under the sandbox domain the
+	// host router would otherwise claim.
+	switch router.NormalizeHost(r.Host) {
+	case "api." + s.cfg.Domain, "sandbox." + s.cfg.Domain:
+		apiHost = true
+	}
 	if !apiHost {
 		return false
 	}

@@ -210,4 +210,17 @@ func TestRegisteredHostsKeepTheirPaths(t *testing.T) {
 			t.Fatalf("GET web.apps.test/sandboxes %v: %d %s, want the app's answer", hdr, resp.StatusCode, b)
 		}
 	}
+	// E2B_DOMAIN=localhost: the SDK calls api.localhost, which is E2B's.
+	req, _ := http.NewRequest("GET", env.URL+"/v2/sandboxes", nil)
+	req.Host = "api.localhost"
+	req.Header.Set("X-API-Key", env.Key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || strings.TrimSpace(string(b)) != "[]" {
+		t.Fatalf("GET api.localhost/v2/sandboxes: %d %s, want the E2B list", resp.StatusCode, b)
+	}
 }
