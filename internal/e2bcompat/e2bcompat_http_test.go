@@ -163,10 +163,10 @@ func TestEnvdErrors(t *testing.T) {
 		t.Fatalf("download without a token or signature: %d %s, want 401", r.status, r.raw)
 	}
 	// A streaming call that is not served ends its stream with the error.
-	env2 := do(t, env, "POST", "/filesystem.Filesystem/WatchDir", string(envelope(`{"path":"/"}`)),
+	env2 := do(t, env, "POST", "/process.Process/StreamInput", string(envelope(`{}`)),
 		"E2b-Sandbox-Id", id, "X-Access-Token", token, "Content-Type", "application/connect+json")
-	if env2.status != 200 || !strings.Contains(env2.raw, `"unimplemented"`) || !strings.Contains(env2.raw, "WatchDir") || env2.raw[0] != 0x02 {
-		t.Fatalf("WatchDir: %d %q, want an end-stream envelope with unimplemented", env2.status, env2.raw)
+	if env2.status != 200 || !strings.Contains(env2.raw, `"unimplemented"`) || !strings.Contains(env2.raw, "StreamInput") || env2.raw[0] != 0x02 {
+		t.Fatalf("StreamInput: %d %q, want an end-stream envelope with unimplemented", env2.status, env2.raw)
 	}
 }
 

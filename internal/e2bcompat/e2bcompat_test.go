@@ -3,6 +3,7 @@ package e2bcompat
 import (
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/pandastack/pandastack"
 )
@@ -85,5 +86,23 @@ func TestEndOf(t *testing.T) {
 		if got := *endOf(tt.res); got != tt.want {
 			t.Errorf("endOf(%+v) = %+v, want %+v", tt.res, got, tt.want)
 		}
+	}
+}
+
+// The polling watch reports what changed between two listings.
+func TestWatchDiff(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	f := func(size int64, mod time.Time, dir bool) fileState {
+		return fileState{info: pandastack.FileInfo{Size: size, ModTime: mod, IsDir: dir, Mode: 0o644}}
+	}
+	prev := map[string]fileState{"kept": f(1, t0, false), "gone": f(1, t0, false), "grown": f(1, t0, false), "d": f(0, t0, true)}
+	cur := map[string]fileState{"kept": f(1, t0, false), "grown": f(2, t0.Add(time.Second), false), "d": f(0, t0.Add(time.Second), true), "d/new": f(0, t0, false)}
+	var got []string
+	for _, ev := range diff(prev, cur) {
+		got = append(got, ev.Type+" "+ev.Name)
+	}
+	want := []string{"EVENT_TYPE_REMOVE gone", "EVENT_TYPE_CREATE d/new", "EVENT_TYPE_WRITE grown"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("diff = %v, want %v", got, want)
 	}
 }

@@ -12,17 +12,18 @@ type rpcMethod func(s *Server, w http.ResponseWriter, r *http.Request, c *sandbo
 
 // rpcMethods are the envd methods served, by URL path.
 var rpcMethods = map[string]rpcMethod{
-	"/process.Process/Start":         (*Server).processStart,
-	"/process.Process/Connect":       (*Server).processConnect,
-	"/process.Process/List":          (*Server).processList,
-	"/process.Process/SendSignal":    (*Server).processSignal,
-	"/process.Process/SendInput":     (*Server).processSendInput,
-	"/process.Process/CloseStdin":    (*Server).processCloseStdin,
-	"/filesystem.Filesystem/Stat":    (*Server).fsStat,
-	"/filesystem.Filesystem/ListDir": (*Server).fsListDir,
-	"/filesystem.Filesystem/MakeDir": (*Server).fsMakeDir,
-	"/filesystem.Filesystem/Move":    (*Server).fsMove,
-	"/filesystem.Filesystem/Remove":  (*Server).fsRemove,
+	"/process.Process/Start":          (*Server).processStart,
+	"/process.Process/Connect":        (*Server).processConnect,
+	"/process.Process/List":           (*Server).processList,
+	"/process.Process/SendSignal":     (*Server).processSignal,
+	"/process.Process/SendInput":      (*Server).processSendInput,
+	"/process.Process/CloseStdin":     (*Server).processCloseStdin,
+	"/filesystem.Filesystem/Stat":     (*Server).fsStat,
+	"/filesystem.Filesystem/ListDir":  (*Server).fsListDir,
+	"/filesystem.Filesystem/MakeDir":  (*Server).fsMakeDir,
+	"/filesystem.Filesystem/Move":     (*Server).fsMove,
+	"/filesystem.Filesystem/Remove":   (*Server).fsRemove,
+	"/filesystem.Filesystem/WatchDir": (*Server).fsWatchDir,
 }
 
 // serveRPC dispatches a Connect call; a method not served answers

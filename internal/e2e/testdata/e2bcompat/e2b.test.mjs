@@ -200,7 +200,7 @@ test('a wrong key is 401, another team sees no sandbox', async () => {
   assert.deepEqual(await Sandbox.list({ apiKey: otherKey, query: { metadata: { suite: run } } }).nextItems(), [])
 })
 
-test('envd: unknown sandbox 502 JSON, wrong access token 401, unsupported call named', async () => {
+test('envd: unknown sandbox 502 JSON, wrong access token 401, unsupported call (pty) named', async () => {
   const call = (id, token, path = '/process.Process/List') => fetch(server + path, {
     method: 'POST', body: '{}',
     headers: { 'Content-Type': 'application/json', 'Connect-Protocol-Version': '1', 'E2b-Sandbox-Id': id, 'E2b-Sandbox-Port': '49983', 'X-Access-Token': token },
@@ -211,11 +211,28 @@ test('envd: unknown sandbox 502 JSON, wrong access token 401, unsupported call n
   r = await call(sbx.sandboxId, 'wrong')
   assert.equal(r.status, 401)
   assert.equal((await r.json()).code, 'unauthenticated')
-  await assert.rejects(sbx.files.watchDir('/tmp', () => {}), (e) => {
+  await assert.rejects(sbx.pty.create({ cols: 80, rows: 24, onData: () => {} }), (e) => {
     assert.ok(e instanceof SandboxError, `got ${e}`)
-    assert.match(String(e.message), /unimplemented.*WatchDir/i)
+    assert.match(String(e.message), /unimplemented.*pty/i)
     return true
   })
+})
+
+test('files.watchDir reports creates, writes and removes (polled)', async () => {
+  await sbx.files.makeDir('/tmp/watched')
+  const events = []
+  const w = await sbx.files.watchDir('/tmp/watched', (e) => { events.push(`${e.type} ${e.name}`) }, { recursive: true, timeoutMs: 60_000 })
+  const until = async (ev) => {
+    for (let i = 0; i < 100 && !events.includes(ev); i++) await new Promise((res) => setTimeout(res, 200))
+    assert.ok(events.includes(ev), `no "${ev}" in ${JSON.stringify(events)}`)
+  }
+  await sbx.files.write('/tmp/watched/sub/f.txt', 'a')
+  await until('create sub/f.txt')
+  await sbx.commands.run('echo more >> /tmp/watched/sub/f.txt')
+  await until('write sub/f.txt')
+  await sbx.files.remove('/tmp/watched/sub')
+  await until('remove sub/f.txt')
+  await w.stop()
 })
 
 test('kill', async () => {
