@@ -62,6 +62,9 @@ func (s *Server) serveCode(w http.ResponseWriter, r *http.Request, sb pandastack
 		writeProxyError(w, id, "The sandbox is not running")
 		return
 	}
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{}) // a run may outlast the body deadline
+	_ = rc.SetWriteDeadline(time.Time{})
 	started := false
 	line := func(v any) error {
 		if !started {
@@ -73,7 +76,7 @@ func (s *Server) serveCode(w http.ResponseWriter, r *http.Request, sb pandastack
 		if _, err := w.Write(append(b, '\n')); err != nil {
 			return err
 		}
-		return http.NewResponseController(w).Flush()
+		return rc.Flush()
 	}
 	now := func() string { return time.Now().UTC().Format(time.RFC3339Nano) }
 	err = codeinterp.Run(r.Context(), g, run, func(ev codeinterp.Event) error {

@@ -133,6 +133,9 @@ func newStream(w http.ResponseWriter) *stream {
 	w.Header().Set("Content-Type", "application/connect+json")
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
+	// A stream lives as long as its call (a command, a watch): lift the
+	// server's per-request deadlines (the request body is read by now).
+	_ = rc.SetReadDeadline(time.Time{})
 	_ = rc.SetWriteDeadline(time.Time{})
 	_ = rc.Flush()
 	return &stream{w: w, rc: rc}

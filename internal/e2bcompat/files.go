@@ -121,6 +121,9 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request, c *sandboxCall
 }
 
 func (s *Server) upload(w http.ResponseWriter, r *http.Request, c *sandboxCall, qpath, user string) {
+	// Uploads stream (chunked, any size): the server's body deadline
+	// does not apply, as for the API's own uploads.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 	ctype, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	var out []fileEntry
 	write := func(dest string, body io.Reader) error {
