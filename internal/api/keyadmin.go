@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/auth"
 )
 
 // keyInfo is an API key as listed: never its secret or hash.
@@ -141,7 +142,11 @@ func (s *Server) rotateKey(w http.ResponseWriter, r *http.Request) error {
 	if old.RevokedAt != nil {
 		return pandastack.Errorf(pandastack.EConflict, "API key %s is revoked; create a new key instead", old.ID)
 	}
-	secret, k, err := newKey(r.Context(), s.cfg.Store, old.TeamID, old.Name, old.Admin)
+	gen := auth.NewKey // a rotated key keeps its shape
+	if auth.IsE2BKey(old.Prefix) {
+		gen = auth.NewE2BKey
+	}
+	secret, k, err := newKey(r.Context(), s.cfg.Store, old.TeamID, old.Name, old.Admin, gen)
 	if err != nil {
 		return err
 	}

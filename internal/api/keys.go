@@ -18,6 +18,9 @@ const AdminTeam = "admin"
 type createKeyRequest struct {
 	Team string `json:"team"`
 	Name string `json:"name"`
+	// E2B makes the key in E2B's shape (e2b_ and 40 hex) for the E2B
+	// SDKs (internal/e2bcompat); it works with every API alike.
+	E2B bool `json:"e2b"`
 }
 
 type createKeyResponse struct {
@@ -37,7 +40,11 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(w, r, &req); err != nil {
 		return err
 	}
-	secret, key, err := CreateKey(r.Context(), s.cfg.Store, req.Team, req.Name, false)
+	gen := auth.NewKey
+	if req.E2B {
+		gen = auth.NewE2BKey
+	}
+	secret, key, err := createKey(r.Context(), s.cfg.Store, req.Team, req.Name, false, gen)
 	if err != nil {
 		return err
 	}
@@ -55,6 +62,14 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request) error {
 // stored key. keyName defaults to "default". It is used by POST /v1/keys and
 // by local (server-side) CLI commands.
 func CreateKey(ctx context.Context, store pandastack.Store, teamName, keyName string, admin bool) (string, pandastack.APIKey, error) {
+	return createKey(ctx, store, teamName, keyName, admin, auth.NewKey)
+}
+
+// keyMaker makes a key's secret, display prefix and hash (auth.NewKey,
+// auth.NewE2BKey).
+type keyMaker func() (secret, prefix, hash string, err error)
+
+func createKey(ctx context.Context, store pandastack.Store, teamName, keyName string, admin bool, gen keyMaker) (string, pandastack.APIKey, error) {
 	if err := checkName("team", teamName); err != nil {
 		return "", pandastack.APIKey{}, err
 	}
@@ -68,12 +83,12 @@ func CreateKey(ctx context.Context, store pandastack.Store, teamName, keyName st
 	if err != nil {
 		return "", pandastack.APIKey{}, err
 	}
-	return newKey(ctx, store, t.ID, keyName, admin)
+	return newKey(ctx, store, t.ID, keyName, admin, gen)
 }
 
 // newKey makes and stores a key of the team with that id.
-func newKey(ctx context.Context, store pandastack.Store, teamID, keyName string, admin bool) (string, pandastack.APIKey, error) {
-	secret, prefix, hash, err := auth.NewKey()
+func newKey(ctx context.Context, store pandastack.Store, teamID, keyName string, admin bool, gen keyMaker) (string, pandastack.APIKey, error) {
+	secret, prefix, hash, err := gen()
 	if err != nil {
 		return "", pandastack.APIKey{}, err
 	}

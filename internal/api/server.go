@@ -102,6 +102,9 @@ type Config struct {
 	Bench HostBench
 	// Apps hosts git-driven apps (nil: the /v1/apps routes answer 503).
 	Apps Apps
+	// E2B serves E2B's wire protocol (internal/e2bcompat) on this port,
+	// ahead of everything else; nil: none.
+	E2B E2BServer
 }
 
 // StorageStatus reads the host's VM filesystem: its size, free space and

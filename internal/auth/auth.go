@@ -21,6 +21,15 @@ import (
 // scan for.
 const KeyPrefix = "pds_"
 
+// E2BKeyPrefix starts an E2B-shaped key ("e2b_" and 40 lowercase hex
+// characters, 160 bits from crypto/rand): the shape E2B's SDKs expect in
+// E2B_API_KEY (the Python SDK checks it). It authenticates exactly like a
+// "pds_" key; only its shape differs.
+const E2BKeyPrefix = "e2b_"
+
+// e2bKeyHexLen is the number of hex characters after E2BKeyPrefix.
+const e2bKeyHexLen = 40
+
 // keyBodyLen is the number of random base62 characters after KeyPrefix.
 const keyBodyLen = 40
 
@@ -40,6 +49,20 @@ func NewKey() (secret, prefix, hash string, err error) {
 	return secret, secret[:PrefixLen], Hash(secret), nil
 }
 
+// NewE2BKey makes a new key in E2B's shape (E2BKeyPrefix and 40 lowercase
+// hex characters); secret, prefix and hash are as for NewKey.
+func NewE2BKey() (secret, prefix, hash string, err error) {
+	var b [e2bKeyHexLen / 2]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", "", "", fmt.Errorf("generate E2B API key: %w", err)
+	}
+	secret = E2BKeyPrefix + hex.EncodeToString(b[:])
+	return secret, secret[:PrefixLen], Hash(secret), nil
+}
+
+// IsE2BKey reports whether a key (or its stored prefix) is E2B-shaped.
+func IsE2BKey(s string) bool { return strings.HasPrefix(s, E2BKeyPrefix) }
+
 // Hash returns the hex SHA-256 of a key: the form in which keys are stored
 // and looked up.
 func Hash(secret string) string {
@@ -50,6 +73,17 @@ func Hash(secret string) string {
 // LooksLikeKey reports whether s has the shape of an API key. It is a cheap
 // pre-check; it does not mean the key exists.
 func LooksLikeKey(s string) bool {
+	if IsE2BKey(s) {
+		if len(s) != len(E2BKeyPrefix)+e2bKeyHexLen {
+			return false
+		}
+		for i := len(E2BKeyPrefix); i < len(s); i++ {
+			if c := s[i]; !('0' <= c && c <= '9') && !('a' <= c && c <= 'f') {
+				return false
+			}
+		}
+		return true
+	}
 	if !strings.HasPrefix(s, KeyPrefix) || len(s) != len(KeyPrefix)+keyBodyLen {
 		return false
 	}

@@ -33,13 +33,18 @@ func runKeysCreate(ctx context.Context, s *streams, args []string) int {
 			"stdout. It is shown only once. Needs an admin key.").withClient(ctx)
 	team := p.fs.String("team", "", "team `NAME` (required)")
 	name := p.fs.String("name", "", "a label for the key")
+	e2b := p.fs.Bool("e2b", false, "make the key in E2B's shape (e2b_...) for the stock E2B SDKs' E2B_API_KEY")
 	if _, code, ok := p.parse(s, args, 0); !ok {
 		return code
 	}
 	if *team == "" {
 		return p.usageError(s, "--team is required")
 	}
-	k, err := p.client.client().CreateKey(ctx, *team, *name)
+	create := p.client.client().CreateKey
+	if *e2b {
+		create = p.client.client().CreateE2BKey
+	}
+	k, err := create(ctx, *team, *name)
 	if err != nil {
 		return fail(s, err)
 	}

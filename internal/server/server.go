@@ -406,7 +406,8 @@ func (s *Server) setBuild(name, st string) {
 func (s *Server) Handler() http.Handler {
 	return api.New(api.Config{Store: s.store, Engine: registry.Engine{Engine: s.sandboxEngine(), Registry: s.registry}, Builder: s.builder, Templates: s.registry, Logger: s.log,
 		Quotas: s.quotas, Storage: s.reserve, SandboxDomain: s.cfg.SandboxDomain, Network: s.apiNetwork(),
-		ProxySecret: s.proxySecret, Archive: s.archive, Hosts: s.hosts, CACert: s.caPEM(), Bench: s.bench, Apps: s.apps}).Handler()
+		ProxySecret: s.proxySecret, Archive: s.archive, Hosts: s.hosts, CACert: s.caPEM(), Bench: s.bench, Apps: s.apps,
+		E2B: s.e2bServer()}).Handler()
 }
 
 // Routes is the route table services register hostnames in (the HTTP

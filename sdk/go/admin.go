@@ -96,10 +96,21 @@ type CreatedKey struct {
 // CreateKey makes an API key for a team (created if it does not exist). It
 // needs an admin key. name may be empty.
 func (c *Client) CreateKey(ctx context.Context, team, name string) (*CreatedKey, error) {
+	return c.createKey(ctx, team, name, false)
+}
+
+// CreateE2BKey is CreateKey for a key in E2B's shape (e2b_ and 40 hex), the
+// E2B_API_KEY of the stock E2B SDKs; it works with this API too.
+func (c *Client) CreateE2BKey(ctx context.Context, team, name string) (*CreatedKey, error) {
+	return c.createKey(ctx, team, name, true)
+}
+
+func (c *Client) createKey(ctx context.Context, team, name string, e2b bool) (*CreatedKey, error) {
 	body := struct {
 		Team string `json:"team"`
 		Name string `json:"name,omitempty"`
-	}{team, name}
+		E2B  bool   `json:"e2b,omitempty"`
+	}{team, name, e2b}
 	var k CreatedKey
 	if err := c.do(ctx, request{method: "POST", path: "/v1/keys", body: body}, &k); err != nil {
 		return nil, err

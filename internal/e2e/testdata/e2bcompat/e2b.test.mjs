@@ -1,0 +1,260 @@
+// The stock `e2b` SDK, unchanged, against a PandaStack server. Run by
+// internal/e2e TestE2BCompat (which sets the environment below) or by hand:
+//   E2B_API_KEY=e2b_... E2B_OTHER_KEY=e2b_... (another team's key)
+//   E2B_API_URL=http://127.0.0.1:PORT E2B_SANDBOX_URL=http://127.0.0.1:PORT
+//   E2B_DOMAIN=localhost:PORT npm test
+import { test, before, after } from 'node:test'
+import assert from 'node:assert/strict'
+import http from 'node:http'
+import {
+  Sandbox, AuthenticationError, CommandExitError, NotFoundError, SandboxError,
+} from 'e2b'
+
+const env = (k) => {
+  const v = process.env[k]
+  if (!v) throw new Error(`${k} is not set`)
+  return v
+}
+const server = env('E2B_SANDBOX_URL')
+const otherKey = env('E2B_OTHER_KEY')
+const run = `run${Date.now()}`
+
+let sbx // the main sandbox: base template, shared by the tests in order
+let second // a second one: pagination, pause/resume, kill
+
+before(async () => {
+  sbx = await Sandbox.create('base', { timeoutMs: 300_000, envs: { FOO: 'from-create' }, metadata: { suite: run, role: 'main' } })
+  second = await Sandbox.create({ metadata: { suite: run, role: 'second' } })
+})
+
+after(async () => {
+  for (const s of [sbx, second]) {
+    if (s) await Sandbox.kill(s.sandboxId).catch(() => {})
+  }
+})
+
+test('create returns an E2B-shaped sandbox id', () => {
+  assert.match(sbx.sandboxId, /^[a-z0-9]+$/)
+  assert.notEqual(sbx.sandboxId, second.sandboxId)
+})
+
+test('commands.run streams stdout and stderr through bash -l, with the sandbox env', async () => {
+  const out = []
+  const errs = []
+  const r = await sbx.commands.run('echo {a,b}; [[ 1 == 1 ]] && echo bash; echo $FOO; echo oops >&2', {
+    onStdout: (d) => out.push(d), onStderr: (d) => errs.push(d),
+  })
+  assert.equal(r.exitCode, 0)
+  assert.equal(r.stdout, 'a b\nbash\nfrom-create\n')
+  assert.equal(r.stderr, 'oops\n')
+  assert.equal(out.join(''), r.stdout)
+  assert.equal(errs.join(''), 'oops\n')
+})
+
+test('commands.run: cwd, envs, user, and a failing command', async () => {
+  const r = await sbx.commands.run('pwd; echo $X; whoami', { cwd: '/tmp', envs: { X: 'per-call' } })
+  assert.equal(r.stdout, '/tmp\nper-call\nuser\n')
+  const root = await sbx.commands.run('whoami', { user: 'root' })
+  assert.equal(root.stdout, 'root\n')
+  await assert.rejects(sbx.commands.run('echo before; exit 3'), (e) => {
+    assert.ok(e instanceof CommandExitError, `got ${e}`)
+    assert.equal(e.exitCode, 3)
+    assert.equal(e.stdout, 'before\n')
+    return true
+  })
+})
+
+test('commands.run timeoutMs ends a long command', async () => {
+  await assert.rejects(sbx.commands.run('sleep 60', { timeoutMs: 2_000 }))
+})
+
+test('background command: list, kill, wait', async () => {
+  let started
+  const seen = new Promise((resolve) => { started = resolve })
+  const h = await sbx.commands.run('echo started; sleep 600', { background: true, onStdout: started })
+  assert.ok(h.pid > 0)
+  assert.equal(await seen, 'started\n') // output streams while it runs
+  const ps = await sbx.commands.list()
+  assert.ok(ps.some((p) => p.pid === h.pid), `pid ${h.pid} not in ${JSON.stringify(ps)}`)
+  assert.equal(await h.kill(), true)
+  await assert.rejects(h.wait(), (e) => e instanceof CommandExitError)
+  assert.equal(h.stdout, 'started\n')
+  assert.equal(await sbx.commands.kill(999999), false)
+})
+
+test('stdin: sendStdin and closeStdin to a command started with stdin', async () => {
+  const h = await sbx.commands.run('cat; echo done', { background: true, stdin: true })
+  await sbx.commands.sendStdin(h.pid, 'hello ')
+  await sbx.commands.sendStdin(h.pid, 'stdin\n')
+  await sbx.commands.closeStdin(h.pid)
+  const r = await h.wait()
+  assert.equal(r.stdout, 'hello stdin\ndone\n')
+  await assert.rejects(sbx.commands.sendStdin(h.pid, 'late'))
+})
+
+test('files: write, read, list, exists, makeDir, rename, remove', async () => {
+  const info = await sbx.files.write('/tmp/e2b/a.txt', 'hello')
+  assert.equal(info.path, '/tmp/e2b/a.txt')
+  assert.equal(await sbx.files.read('/tmp/e2b/a.txt'), 'hello')
+  const bytes = await sbx.files.read('/tmp/e2b/a.txt', { format: 'bytes' })
+  assert.deepEqual(Array.from(bytes), Array.from(Buffer.from('hello')))
+  const many = await sbx.files.write([{ path: '/tmp/e2b/m1', data: 'one' }, { path: '/tmp/e2b/sub/m2', data: 'two' }])
+  assert.deepEqual(many.map((w) => w.path).sort(), ['/tmp/e2b/m1', '/tmp/e2b/sub/m2'])
+  assert.equal(await sbx.files.read('/tmp/e2b/sub/m2'), 'two')
+  const names = (await sbx.files.list('/tmp/e2b')).map((e) => `${e.name}:${e.type}`).sort()
+  assert.deepEqual(names, ['a.txt:file', 'm1:file', 'sub:dir'])
+  assert.equal(await sbx.files.exists('/tmp/e2b/a.txt'), true)
+  assert.equal(await sbx.files.exists('/tmp/e2b/nope'), false)
+  assert.equal(await sbx.files.makeDir('/tmp/e2b/d/e'), true)
+  assert.equal(await sbx.files.makeDir('/tmp/e2b/d/e'), false)
+  const moved = await sbx.files.rename('/tmp/e2b/a.txt', '/tmp/e2b/d/b.txt')
+  assert.equal(moved.path, '/tmp/e2b/d/b.txt')
+  assert.equal((await sbx.files.getInfo('/tmp/e2b/d/b.txt')).size, 5)
+  await sbx.files.remove('/tmp/e2b/d')
+  assert.equal(await sbx.files.exists('/tmp/e2b/d/b.txt'), false)
+  await assert.rejects(sbx.files.read('/tmp/e2b/missing'), (e) => e instanceof NotFoundError)
+  // Files are written as the user (as by envd): the user's commands may
+  // change them, and a path the user may not write is the guest's refusal.
+  await sbx.files.write('/tmp/e2b/new/owned', 'x')
+  assert.equal((await sbx.commands.run('echo y >> /tmp/e2b/new/owned; stat -c %U /tmp/e2b/new /tmp/e2b/new/owned')).stdout, 'user\nuser\n')
+  await assert.rejects(sbx.files.write('/etc/e2b-denied', 'x'), (e) => {
+    assert.ok(e instanceof SandboxError, `got ${e}`)
+    assert.match(String(e.message), /Permission denied/)
+    return true
+  })
+  await sbx.files.write('/etc/e2b-root', 'x', { user: 'root' })
+  assert.equal(await sbx.files.read('/etc/e2b-root'), 'x')
+  // Relative paths are under the user's home, as with E2B.
+  await sbx.files.write('rel.txt', 'home')
+  assert.equal((await sbx.commands.run('cat /home/user/rel.txt')).stdout, 'home')
+})
+
+test('getHost(port) reaches an HTTP server inside the sandbox', async () => {
+  await sbx.files.write('/tmp/www/index.html', 'hello from the sandbox')
+  await sbx.commands.run('cd /tmp/www && python3 -m http.server 8123 --bind 127.0.0.1', { background: true, timeoutMs: 0 })
+  const host = sbx.getHost(8123)
+  assert.equal(host, `8123-${sbx.sandboxId}.${env('E2B_DOMAIN')}`)
+  const u = new URL(server)
+  let body
+  for (let i = 0; i < 100 && body === undefined; i++) {
+    const r = await request(u, host, '/').catch(() => null)
+    if (r && r.status === 200) body = r.body
+    else await new Promise((res) => setTimeout(res, 300))
+  }
+  assert.equal(body, 'hello from the sandbox')
+})
+
+test('E2B_DOMAIN host routing: envd health, a signed download URL', async () => {
+  const u = new URL(server)
+  const envd = `49983-${sbx.sandboxId}.${env('E2B_DOMAIN')}`
+  assert.equal((await request(u, envd, '/health')).status, 204)
+  await sbx.files.write('/tmp/signed.txt', 'signed')
+  const signed = new URL(await sbx.downloadUrl('/tmp/signed.txt'))
+  assert.match(signed.search, /signature=v1_/)
+  // Signed URLs carry no routing headers: they are fetched by host name.
+  const r = await request(u, envd, signed.pathname + signed.search)
+  assert.deepEqual([r.status, r.body], [200, 'signed'])
+  const forged = signed.search.replace(/signature=[^&]+/, 'signature=v1_forged')
+  assert.equal((await request(u, envd, signed.pathname + forged)).status, 401)
+  assert.equal((await request(u, `49983-doesnotexist0.${env('E2B_DOMAIN')}`, '/health')).status, 502)
+})
+
+test('setTimeout and getInfo', async () => {
+  await sbx.setTimeout(600_000)
+  const info = await sbx.getInfo()
+  assert.equal(info.sandboxId, sbx.sandboxId)
+  assert.equal(info.state, 'running')
+  assert.equal(info.metadata.suite, run)
+  assert.ok(info.endAt.getTime() > Date.now() + 500_000, `endAt ${info.endAt.toISOString()}`)
+})
+
+test('Sandbox.connect and Sandbox.list with a metadata filter and pages', async () => {
+  const again = await Sandbox.connect(sbx.sandboxId)
+  assert.equal((await again.commands.run('echo again')).stdout, 'again\n')
+  const all = await Sandbox.list({ query: { metadata: { suite: run } } }).nextItems()
+  assert.deepEqual(all.map((s) => s.sandboxId).sort(), [sbx.sandboxId, second.sandboxId].sort())
+  const one = await Sandbox.list({ query: { metadata: { suite: run, role: 'main' } } }).nextItems()
+  assert.deepEqual(one.map((s) => s.sandboxId), [sbx.sandboxId])
+  const pages = Sandbox.list({ query: { metadata: { suite: run } }, limit: 1 })
+  const seen = []
+  while (pages.hasNext) seen.push(...(await pages.nextItems()).map((s) => s.sandboxId))
+  assert.deepEqual(seen.sort(), [sbx.sandboxId, second.sandboxId].sort())
+})
+
+test('pause and resume on connect', async () => {
+  await second.files.write('/tmp/kept', 'state')
+  assert.equal(await second.pause(), true)
+  assert.equal((await second.getInfo()).state, 'paused')
+  const resumed = await Sandbox.connect(second.sandboxId)
+  assert.equal((await resumed.getInfo()).state, 'running')
+  assert.equal(await resumed.files.read('/tmp/kept'), 'state')
+})
+
+test('a wrong key is 401, another team sees no sandbox', async () => {
+  const wrong = 'e2b_' + '0'.repeat(40)
+  await assert.rejects(Sandbox.create({ apiKey: wrong }), (e) => e instanceof AuthenticationError)
+  await assert.rejects(Sandbox.list({ apiKey: wrong }).nextItems(), (e) => e instanceof AuthenticationError)
+  await assert.rejects(Sandbox.getInfo(sbx.sandboxId, { apiKey: otherKey }), (e) => e instanceof NotFoundError)
+  await assert.rejects(Sandbox.connect(sbx.sandboxId, { apiKey: otherKey }), (e) => e instanceof NotFoundError)
+  assert.equal(await Sandbox.kill(sbx.sandboxId, { apiKey: otherKey }), false)
+  assert.deepEqual(await Sandbox.list({ apiKey: otherKey, query: { metadata: { suite: run } } }).nextItems(), [])
+})
+
+test('envd: unknown sandbox 502 JSON, wrong access token 401, unsupported call (pty) named', async () => {
+  const call = (id, token, path = '/process.Process/List') => fetch(server + path, {
+    method: 'POST', body: '{}',
+    headers: { 'Content-Type': 'application/json', 'Connect-Protocol-Version': '1', 'E2b-Sandbox-Id': id, 'E2b-Sandbox-Port': '49983', 'X-Access-Token': token },
+  })
+  let r = await call('doesnotexist0', 'x')
+  assert.equal(r.status, 502)
+  assert.equal((await r.json()).code, 502)
+  r = await call(sbx.sandboxId, 'wrong')
+  assert.equal(r.status, 401)
+  assert.equal((await r.json()).code, 'unauthenticated')
+  await assert.rejects(sbx.pty.create({ cols: 80, rows: 24, onData: () => {} }), (e) => {
+    assert.ok(e instanceof SandboxError, `got ${e}`)
+    assert.match(String(e.message), /unimplemented.*pty/i)
+    return true
+  })
+})
+
+test('files.watchDir reports creates, writes and removes (polled)', async () => {
+  await sbx.files.makeDir('/tmp/watched')
+  const events = []
+  const w = await sbx.files.watchDir('/tmp/watched', (e) => { events.push(`${e.type} ${e.name}`) }, { recursive: true, timeoutMs: 60_000 })
+  const until = async (ev) => {
+    for (let i = 0; i < 100 && !events.includes(ev); i++) await new Promise((res) => setTimeout(res, 200))
+    assert.ok(events.includes(ev), `no "${ev}" in ${JSON.stringify(events)}`)
+  }
+  await sbx.files.write('/tmp/watched/sub/f.txt', 'a')
+  await until('create sub/f.txt')
+  await sbx.commands.run('echo more >> /tmp/watched/sub/f.txt')
+  await until('write sub/f.txt')
+  await sbx.files.remove('/tmp/watched/sub')
+  await until('remove sub/f.txt')
+  await w.stop()
+})
+
+test('kill', async () => {
+  await second.kill()
+  assert.equal(await Sandbox.kill(second.sandboxId), false)
+  assert.equal(await second.isRunning(), false)
+  await assert.rejects(Sandbox.getInfo(second.sandboxId), (e) => e instanceof NotFoundError)
+  second = undefined
+})
+
+// request GETs path from the server at u with Host set to host (a name
+// like getHost's, which this machine's resolver need not know), as a
+// client given DNS would.
+function request(u, host, path) {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: u.hostname, port: u.port, path, headers: { Host: host } }, (res) => {
+      let body = ''
+      res.setEncoding('utf8')
+      res.on('data', (c) => { body += c })
+      res.on('end', () => resolve({ status: res.statusCode, body }))
+    })
+    req.on('error', reject)
+    req.end()
+  })
+}
