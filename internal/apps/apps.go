@@ -28,6 +28,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"regexp"
@@ -83,7 +84,9 @@ type Config struct {
 	// already has before it hibernates.
 	Drain        time.Duration
 	MaxRepoBytes int64
-	Logger       *slog.Logger
+	// Git keeps clones off the server's own networks (see GitGuard).
+	Git    GitGuard
+	Logger *slog.Logger
 }
 
 // Service runs apps. Create it with New, then Start it.
@@ -267,6 +270,15 @@ func checkRef(ref string) error {
 func (s *Service) Create(ctx context.Context, teamID string, p CreateParams) (App, error) {
 	if err := p.check(); err != nil {
 		return App{}, err
+	}
+	if !isLocal(p.GitURL) {
+		// Refused now when it points at the server's own networks; a name
+		// that does not resolve yet fails its deploy instead, with the
+		// reason.
+		var pe *pandastack.Error
+		if _, _, err := s.cfg.Git.check(ctx, p.GitURL); errors.As(err, &pe) {
+			return App{}, err
+		}
 	}
 	a := App{ID: newID("app_"), TeamID: teamID, Name: p.Name, GitURL: p.GitURL, Branch: p.Branch,
 		Env: p.Env, BuildCommand: p.BuildCommand, StartCommand: p.StartCommand, Port: p.Port,

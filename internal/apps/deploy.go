@@ -120,7 +120,7 @@ func (s *Service) release(ctx context.Context, a App, d *Deploy, env map[string]
 	defer os.RemoveAll(work)
 	src := filepath.Join(work, "src")
 	l.printf("cloning %s (%s)", a.GitURL, d.Ref)
-	if d.Commit, err = clone(ctx, a.GitURL, d.Ref, src, s.cfg.MaxRepoBytes, l); err != nil {
+	if d.Commit, err = clone(ctx, a.GitURL, d.Ref, src, s.cfg.MaxRepoBytes, &s.cfg.Git, l); err != nil {
 		return err
 	}
 	plan, err := detect.Dir(src)

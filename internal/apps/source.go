@@ -26,7 +26,7 @@ const cloneTimeout = 3 * time.Minute
 // credentials and lets a repository on this machine (a path or a
 // loopback daemon) be built; the clone is data only, nothing of it runs
 // on the host.
-func clone(ctx context.Context, url, ref, dir string, maxBytes int64, log io.Writer) (string, error) {
+func clone(ctx context.Context, url, ref, dir string, maxBytes int64, guard *GitGuard, log io.Writer) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, cloneTimeout)
 	defer cancel()
 	home, err := os.MkdirTemp(filepath.Dir(dir), "home-")
@@ -34,15 +34,19 @@ func clone(ctx context.Context, url, ref, dir string, maxBytes int64, log io.Wri
 		return "", fmt.Errorf("clone: %w", err)
 	}
 	defer os.RemoveAll(home)
-	src := url
+	src, pin := url, []string(nil)
 	if filepath.IsAbs(url) {
 		// --depth is honoured for file:// only.
 		src = "file://" + url
+	} else if guard != nil && !isLocal(url) {
+		if src, pin, err = guard.check(ctx, url); err != nil {
+			return "", fmt.Errorf("clone %s: %w", url, err)
+		}
 	}
-	args := []string{"-c", "core.hooksPath=/dev/null", "-c", "protocol.allow=never",
+	args := append(pin, "-c", "core.hooksPath=/dev/null", "-c", "protocol.allow=never",
 		"-c", "protocol.file.allow=always", "-c", "protocol.git.allow=always", "-c", "protocol.http.allow=always",
 		"-c", "protocol.https.allow=always", "-c", "protocol.ssh.allow=always",
-		"clone", "--quiet", "--depth", "1", "--single-branch", "--no-tags", "--branch", ref, "--", src, dir}
+		"clone", "--quiet", "--depth", "1", "--single-branch", "--no-tags", "--branch", ref, "--", src, dir)
 	var stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, "git", args...)
 	cmd.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "GIT_TERMINAL_PROMPT=0", "GIT_CONFIG_NOSYSTEM=1",

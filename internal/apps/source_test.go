@@ -46,7 +46,7 @@ func TestClone(t *testing.T) {
 	ctx := context.Background()
 	work := t.TempDir()
 	var log bytes.Buffer
-	commit, err := clone(ctx, src, "main", filepath.Join(work, "one"), 1<<20, &log)
+	commit, err := clone(ctx, src, "main", filepath.Join(work, "one"), 1<<20, nil, &log)
 	if err != nil || len(commit) != 40 {
 		t.Fatalf("clone: %q %v", commit, err)
 	}
@@ -69,13 +69,13 @@ func TestClone(t *testing.T) {
 	if got := strings.Join(names, " "); got != "index.html sub sub/a.txt" {
 		t.Errorf("tarball holds %q", got)
 	}
-	if _, err := clone(ctx, src, "nope", filepath.Join(work, "two"), 1<<20, &log); err == nil || !strings.Contains(err.Error(), "nope") {
+	if _, err := clone(ctx, src, "nope", filepath.Join(work, "two"), 1<<20, nil, &log); err == nil || !strings.Contains(err.Error(), "nope") {
 		t.Errorf("missing branch: %v", err)
 	}
-	if _, err := clone(ctx, src, "main", filepath.Join(work, "three"), 1024, &log); err == nil || !strings.Contains(err.Error(), "over the limit") {
+	if _, err := clone(ctx, src, "main", filepath.Join(work, "three"), 1024, nil, &log); err == nil || !strings.Contains(err.Error(), "over the limit") {
 		t.Errorf("oversize: %v", err)
 	}
-	if _, err := clone(ctx, "ext::sh -c touch% /tmp/pwned", "main", filepath.Join(work, "four"), 1<<20, &log); err == nil {
+	if _, err := clone(ctx, "ext::sh -c touch% /tmp/pwned", "main", filepath.Join(work, "four"), 1<<20, nil, &log); err == nil {
 		t.Errorf("ext:: transport was allowed")
 	}
 }

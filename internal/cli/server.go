@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"strings"
 
@@ -20,7 +21,7 @@ func runServer(ctx context.Context, s *streams, args []string) int {
 	fs := flag.NewFlagSet("server", flag.ContinueOnError)
 	fs.SetOutput(s.err)
 	var cfg server.Config
-	var templates, level, dnsUpstream, storageReserve, storageSize, extraCA string
+	var templates, level, dnsUpstream, storageReserve, storageSize, extraCA, gitAllow string
 	fs.StringVar(&cfg.DataDir, "data-dir", "/var/lib/pandastack", "where state, templates and VMs live")
 	fs.StringVar(&cfg.CacheDir, "cache-dir", "", "build cache for kernels and root filesystems (default DATA/cache)")
 	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:8080", "address of the REST API")
@@ -42,6 +43,7 @@ func runServer(ctx context.Context, s *streams, args []string) int {
 	fs.StringVar(&storageReserve, "storage-reserve", "auto", "free space kept on the VM filesystem (DATA/cow) for running sandboxes to write into; below it creates, forks, snapshots, hibernations, volumes and template builds answer 507: a size (2GiB), a percentage (10%) or 0 for none (auto: 5% of the filesystem or 2 GiB, whichever is larger, at most 25%)")
 	fs.StringVar(&storageSize, "storage-size", "", "size of the XFS image made for VM files (DATA/cow) when the data dir cannot reflink, such as 64GiB; only when the image is first made (default: the free space under the data dir, sparse)")
 	fs.StringVar(&extraCA, "extra-ca-certs", "", "PEM files (comma separated) of CA certificates every sandbox and app build trusts besides its own, e.g. an HTTPS proxy's (env PANDASTACK_EXTRA_CA_CERTS)")
+	fs.StringVar(&gitAllow, "git-allow-cidrs", "", "address ranges (CIDRs, comma separated) apps may be cloned from although they are the server's own networks — loopback, link-local, private, shared or the host's addresses, which are refused otherwise — e.g. a git server on the LAN")
 	fs.StringVar(&cfg.AgentPath, "guest-agent", "", "path of pandastack-guest (default: beside this binary)")
 	fs.StringVar(&level, "log-level", "info", "debug, info, warn or error")
 	fs.Usage = func() {
@@ -83,6 +85,17 @@ func runServer(ctx context.Context, s *streams, args []string) int {
 		extraCA = os.Getenv("PANDASTACK_EXTRA_CA_CERTS")
 	}
 	cfg.ExtraCACerts = cacerts.ParseList(extraCA)
+	for _, c := range strings.Split(gitAllow, ",") {
+		if c = strings.TrimSpace(c); c == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(c)
+		if err != nil {
+			fmt.Fprintf(s.err, "error: --git-allow-cidrs: %q is not a CIDR such as 10.1.2.0/24\n", c)
+			return 2
+		}
+		cfg.GitAllow = append(cfg.GitAllow, p.Masked())
+	}
 	if dnsUpstream == "" {
 		dnsUpstream = os.Getenv("PANDASTACK_DNS_UPSTREAM")
 	}

@@ -319,6 +319,20 @@ func TestApps(t *testing.T) {
 		wantServes(t, "web", "static v1")
 	})
 
+	t.Run("a git address on the server's own networks is refused", func(t *testing.T) {
+		// Checked before any packet is sent: nothing listens at these.
+		for _, u := range []string{"git://169.254.77.77/x.git", "http://127.0.0.2:9/x.git", "git@10.0.0.1:x.git"} {
+			_, err := c.CreateApp(ctx, sdk.CreateAppParams{Name: "ssrf", GitURL: u})
+			var e *sdk.APIError
+			if !errors.As(err, &e) || e.Status != 403 || !strings.Contains(e.Message, "own networks") {
+				t.Fatalf("create an app from %s: %v, want 403", u, err)
+			}
+		}
+		if _, err := c.GetApp(ctx, "ssrf"); err == nil {
+			t.Fatal("a refused app was created")
+		}
+	})
+
 	t.Run("a missing branch and an unreachable repository fail with the reason", func(t *testing.T) {
 		d := deployAndWait(t, c, "web", "no-such-branch")
 		if d.Status != sdk.DeployFailed || !strings.Contains(d.Error, "no-such-branch") {

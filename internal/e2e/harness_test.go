@@ -173,7 +173,10 @@ func startServer(dataDir string, extra ...string) (*serverProc, error) {
 	defer logf.Close()
 	args := append([]string{"server", "--data-dir", dataDir, "--cache-dir", cacheDir,
 		"--listen", fmt.Sprintf("127.0.0.1:%d", port),
-		"--tls-listen", fmt.Sprintf("127.0.0.1:%d", tlsPort), "--templates", template, "--pool", "2"}, append(hostCAArgs(), extra...)...)
+		"--tls-listen", fmt.Sprintf("127.0.0.1:%d", tlsPort), "--templates", template, "--pool", "2",
+		// The suite's git servers listen on 127.0.0.1 (git daemon); every
+		// other address of this machine stays closed to app clones.
+		"--git-allow-cidrs", "127.0.0.1/32"}, append(hostCAArgs(), extra...)...)
 	cmd := exec.Command(filepath.Join(binDir, "pandastack"), args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

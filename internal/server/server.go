@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -105,6 +106,9 @@ type Config struct {
 	// ExtraCACerts are PEM files of CA certificates every new sandbox (app
 	// builds included) trusts besides its own (internal/cacerts).
 	ExtraCACerts []string
+	// GitAllow lists ranges apps may be cloned from although they are the
+	// server's own networks (apps.GitGuard).
+	GitAllow []netip.Prefix
 }
 
 // Server is a running single-node PandaStack.
