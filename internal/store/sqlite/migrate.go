@@ -11,8 +11,10 @@ import (
 )
 
 // migrationFS holds the schema migrations, named NNNN_description.sql and
-// numbered from 0001 without gaps. Migration N moves the schema from
-// user_version N-1 to N. Never edit a released migration; add a new one.
+// numbered from 0001 upwards. Migration N moves the schema to user_version
+// N; a gap in the numbers is a number another branch holds (each product
+// is given its own) and is skipped. Never edit a released migration; add
+// a new one.
 //
 //go:embed migrations/*.sql
 var migrationFS embed.FS
@@ -31,12 +33,12 @@ func loadMigrations() ([]migration, error) {
 	}
 	// fs.Glob returns names sorted, and the zero-padded prefix sorts numerically.
 	var ms []migration
-	for i, name := range names {
+	for _, name := range names {
 		base := strings.TrimPrefix(name, "migrations/")
 		num, _, ok := strings.Cut(base, "_")
 		v, err := strconv.Atoi(num)
-		if !ok || err != nil || v != i+1 {
-			return nil, fmt.Errorf("migration %s: want name %04d_description.sql", base, i+1)
+		if !ok || err != nil || len(num) != 4 || v < 1 || (len(ms) > 0 && v <= ms[len(ms)-1].version) {
+			return nil, fmt.Errorf("migration %s: want name NNNN_description.sql, numbered above the one before", base)
 		}
 		body, err := migrationFS.ReadFile(name)
 		if err != nil {
@@ -64,14 +66,17 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&current); err != nil {
 		return fmt.Errorf("migrate: read schema version: %w", err)
 	}
-	latest := len(ms)
+	latest := ms[len(ms)-1].version
 	if current > latest {
 		return fmt.Errorf("migrate: database schema version %d is newer than this build knows (%d)", current, latest)
 	}
 	if current == latest {
 		return nil
 	}
-	for _, m := range ms[current:] {
+	for _, m := range ms {
+		if m.version <= current {
+			continue
+		}
 		if _, err := tx.ExecContext(ctx, m.sql); err != nil {
 			return fmt.Errorf("migrate: apply %s: %w", m.name, err)
 		}
