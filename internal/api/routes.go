@@ -99,6 +99,18 @@ var routeTable = []route{
 	{"GET", "/v1/templates/{name}/builds/{build}", team, (*Server).getBuild},
 	{"GET", "/v1/templates/{name}/builds/{build}/logs", team, (*Server).buildLogs},
 
+	{"POST", "/v1/functions", team, (*Server).deployFunction},
+	{"GET", "/v1/functions", team, (*Server).listFunctions},
+	{"GET", "/v1/functions/{name}", team, (*Server).getFunction},
+	{"DELETE", "/v1/functions/{name}", team, (*Server).deleteFunction},
+	{"POST", "/v1/functions/{name}/invoke", team, (*Server).invokeFunction},
+	{"GET", "/v1/functions/{name}/invocations/{id}", team, (*Server).getInvocation},
+	{"POST", "/v1/schedules", team, (*Server).createSchedule},
+	{"GET", "/v1/schedules", team, (*Server).listSchedules},
+	{"GET", "/v1/schedules/{id}", team, (*Server).getSchedule},
+	{"DELETE", "/v1/schedules/{id}", team, (*Server).deleteSchedule},
+	{"GET", "/v1/schedules/{id}/runs", team, (*Server).scheduleRuns},
+
 	{"POST", "/v1/admin/bench/floor", admin, (*Server).benchFloor},
 	{"GET", "/v1/admin/bench/usage", admin, (*Server).benchUsage},
 }

@@ -19,7 +19,9 @@ import (
 	"time"
 
 	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/cron"
 	"github.com/pandastack/pandastack/internal/diskreserve"
+	"github.com/pandastack/pandastack/internal/functions"
 	"github.com/pandastack/pandastack/internal/quotas"
 	"github.com/pandastack/pandastack/internal/sandboxes"
 )
@@ -100,6 +102,10 @@ type Config struct {
 	// for `pandastack bench` (admin routes under /v1/admin/bench; nil:
 	// they answer 503).
 	Bench HostBench
+	// Functions deploys and invokes serverless functions, Cron keeps their
+	// schedules (nil: those routes answer 503).
+	Functions *functions.Service
+	Cron      *cron.Service
 }
 
 // StorageStatus reads the host's VM filesystem: its size, free space and

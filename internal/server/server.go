@@ -22,7 +22,9 @@ import (
 	"github.com/pandastack/pandastack/internal/api"
 	"github.com/pandastack/pandastack/internal/ca"
 	"github.com/pandastack/pandastack/internal/cowfs"
+	"github.com/pandastack/pandastack/internal/cron"
 	"github.com/pandastack/pandastack/internal/diskreserve"
+	"github.com/pandastack/pandastack/internal/functions"
 	"github.com/pandastack/pandastack/internal/hostagent"
 	"github.com/pandastack/pandastack/internal/hostbench"
 	"github.com/pandastack/pandastack/internal/network"
@@ -145,6 +147,10 @@ type Server struct {
 	// (database passwords, app and function env) before it reaches the
 	// store; its key is DATA/secret.key.
 	secrets *secrets.Box
+	// fns and cron are serverless functions and their schedules
+	// (functions.go).
+	fns  *functions.Service
+	cron *cron.Service
 }
 
 // FindAgent locates the pandastack-guest binary: beside the running
@@ -321,6 +327,9 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.archive.ResumeExports(ctx)
+	if err := s.openFunctions(ctx); err != nil {
+		s.log.Error("recover function invocations", "err", err)
+	}
 	ok = true
 	return s, nil
 }
@@ -392,7 +401,8 @@ func (s *Server) setBuild(name, st string) {
 func (s *Server) Handler() http.Handler {
 	return api.New(api.Config{Store: s.store, Engine: registry.Engine{Engine: s.engine, Registry: s.registry}, Builder: s.builder, Templates: s.registry, Logger: s.log,
 		Quotas: s.quotas, Storage: s.reserve, SandboxDomain: s.cfg.SandboxDomain, Network: s.apiNetwork(),
-		ProxySecret: s.proxySecret, Archive: s.archive, Hosts: s.hosts, CACert: s.caPEM(), Bench: s.bench}).Handler()
+		ProxySecret: s.proxySecret, Archive: s.archive, Hosts: s.hosts, CACert: s.caPEM(), Bench: s.bench,
+		Functions: s.fns, Cron: s.cron}).Handler()
 }
 
 // Routes is the route table services register hostnames in (the HTTP
@@ -430,6 +440,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	// Removed VM files go back to the host's disk, not only to the image.
 	go s.cow.KeepTrimmed(bctx, s.log)
 	go s.collectVariants(bctx)
+	go func() { _ = s.cron.Run(bctx) }()
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	s.log.Info("serving", "addr", ln.Addr().String(), "data_dir", s.cfg.DataDir, "accel", s.probe.Accel)

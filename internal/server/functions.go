@@ -1,0 +1,23 @@
+package server
+
+import (
+	"context"
+
+	"github.com/pandastack/pandastack/internal/cron"
+	"github.com/pandastack/pandastack/internal/functions"
+	"github.com/pandastack/pandastack/internal/sandboxes"
+	"github.com/pandastack/pandastack/internal/templates/registry"
+)
+
+// openFunctions assembles the functions product and its cron over the
+// engine: invocations are sandboxes (counted against the team's quotas)
+// restored from each version's snapshot. Invocations a previous run left
+// unfinished are marked as errors (their VMs ended with it).
+func (s *Server) openFunctions(ctx context.Context) error {
+	engine := registry.Engine{Engine: s.engine, Registry: s.registry}
+	sbx := sandboxes.New(sandboxes.Config{Store: s.store, Engine: engine, Logger: s.log, Quotas: s.quotas})
+	s.fns = functions.New(functions.Config{Store: s.store, Sandboxes: sbx, Engine: engine, Secrets: s.secrets,
+		Logger: s.log.With("component", "functions")})
+	s.cron = cron.New(cron.Config{Store: s.store, Invoker: s.fns, Logger: s.log.With("component", "cron")})
+	return s.fns.Recover(ctx)
+}
