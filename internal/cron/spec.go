@@ -46,12 +46,14 @@ func Parse(expr, tz string) (Spec, error) {
 		}
 		return oneShot{t.UTC()}, nil
 	}
+	if d, ok := strings.CutPrefix(expr, "@every "); ok {
+		if dur, err := time.ParseDuration(strings.TrimSpace(d)); err == nil && dur < time.Second {
+			return nil, pandastack.Errorf(pandastack.EInvalid, "schedule: @every must be at least 1s, got %s", dur)
+		}
+	}
 	s, err := parser.Parse(expr)
 	if err != nil {
 		return nil, pandastack.Errorf(pandastack.EInvalid, "schedule: %q is not a cron expression (5 fields, 6 with seconds first, @every DURATION, @hourly/@daily/..., or @at TIME): %v", expr, err)
-	}
-	if every, ok := s.(robfig.ConstantDelaySchedule); ok && every.Delay < time.Second {
-		return nil, pandastack.Errorf(pandastack.EInvalid, "schedule: @every must be at least 1s")
 	}
 	if ss, ok := s.(*robfig.SpecSchedule); ok {
 		ss.Location = loc
