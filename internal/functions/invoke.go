@@ -71,6 +71,11 @@ func (s *Service) Invoke(ctx context.Context, teamID, name string, event []byte,
 		return inv
 	}
 	if err := s.cfg.Store.PutInvocation(ctx, inv); err != nil {
+		go func() { // give back the slot or queue place taken
+			if release, err := wait(context.WithoutCancel(ctx)); err == nil {
+				release()
+			}
+		}()
 		return Invocation{}, err
 	}
 	if o.Async {
