@@ -18,6 +18,7 @@ import (
 func (s *Service) bake(ctx context.Context, teamID, name, template string, memMiB int, b *bundle, cmd string, env map[string]string) (pandastack.Snapshot, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.DeployTimeout)
 	defer cancel()
+	t0 := time.Now()
 	ttl := int64(s.cfg.DeployTimeout/time.Second) + 60
 	sb, err := s.cfg.Sandboxes.Create(ctx, teamID, sandboxes.CreateParams{Template: template, TTLSeconds: &ttl, MemoryMiB: memMiB,
 		Metadata: map[string]string{"pandastack.function": name, "pandastack.function.role": "deploy"}})
@@ -43,13 +44,17 @@ func (s *Service) bake(ctx context.Context, teamID, name, template string, memMi
 	if _, err := g.Exec(ctx, pandastack.ExecRequest{Cmd: cmd, Env: env, Background: true}, nil, func(pandastack.ExecEvent) error { return nil }); err != nil {
 		return pandastack.Snapshot{}, fmt.Errorf("deploy function %s: start its runtime: %w", name, err)
 	}
+	tStarted := time.Now()
 	if err := waitLoaded(ctx, g); err != nil {
 		return pandastack.Snapshot{}, fmt.Errorf("deploy function %s: %w", name, err)
 	}
+	tLoaded := time.Now()
 	snap, err := s.cfg.Engine.Snapshot(ctx, sb.ID, "fn-"+name+"-"+newID("")[:12])
 	if err != nil {
 		return pandastack.Snapshot{}, fmt.Errorf("deploy function %s: snapshot its VM: %w", name, err)
 	}
+	s.log.Info("function baked", "name", name, "sandbox", sb.ID, "prepare_ms", tStarted.Sub(t0).Milliseconds(),
+		"load_ms", tLoaded.Sub(tStarted).Milliseconds(), "snapshot_ms", time.Since(tLoaded).Milliseconds())
 	return snap, nil
 }
 

@@ -97,6 +97,7 @@ func (s *Service) execute(ctx context.Context, f Function, inv *Invocation, even
 		log.Error("record invocation", "err", err)
 	}
 	v := f.Latest
+	t0 := time.Now()
 	ttl := int64((v.Timeout+time.Minute)/time.Second) + 60
 	sb, err := s.cfg.Sandboxes.Create(ctx, inv.TeamID, sandboxes.CreateParams{Snapshot: v.SnapshotID, TTLSeconds: &ttl,
 		Metadata: map[string]string{"pandastack.function": f.Name, "pandastack.invocation": inv.ID}})
@@ -110,6 +111,11 @@ func (s *Service) execute(ctx context.Context, f Function, inv *Invocation, even
 		if err := s.cfg.Engine.Kill(context.WithoutCancel(ctx), sb.ID, pandastack.StateKilled); err != nil {
 			log.Error("kill invocation VM", "sandbox", sb.ID, "err", err)
 		}
+	}()
+	tStarted := time.Now()
+	defer func() {
+		log.Info("invocation ended", "status", inv.Status, "sandbox", sb.ID, "restore_ms", tStarted.Sub(t0).Milliseconds(),
+			"call_ms", time.Since(tStarted).Milliseconds())
 	}()
 	deadline := time.Now().Add(v.Timeout)
 	cctx, cancel := context.WithDeadline(ctx, deadline)
