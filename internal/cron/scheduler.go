@@ -86,13 +86,19 @@ func Plan(sc Schedule, spec Spec, now time.Time, grace time.Duration) ([]Run, *t
 	if now.Sub(due) <= grace {
 		return []Run{{ID: ExecutionID(sc.ID, due), ScheduleID: sc.ID, FireAt: due, Status: RunPending}}, nextPtr(spec.Next(due))
 	}
-	latest, missed := due, 1
+	// Walk the missed occurrences to the latest; the one after it is the
+	// next fire (on the schedule's grid, also for @every).
+	latest, missed, following := due, 1, time.Time{}
 	for i := 0; i < maxCatchUp; i++ {
 		n := spec.Next(latest)
 		if n.IsZero() || n.After(now) {
+			following = n
 			break
 		}
 		latest, missed = n, missed+1
+	}
+	if following.IsZero() {
+		following = spec.Next(now)
 	}
 	r := Run{ID: ExecutionID(sc.ID, latest), ScheduleID: sc.ID, FireAt: latest}
 	if sc.Missed == MissedCatchUp {
@@ -101,7 +107,7 @@ func Plan(sc Schedule, spec Spec, now time.Time, grace time.Duration) ([]Run, *t
 		end := now
 		r.Status, r.Message, r.EndedAt = RunSkipped, fmt.Sprintf("missed: %d occurrence(s) passed while the server was down", missed), &end
 	}
-	return []Run{r}, nextPtr(spec.Next(now))
+	return []Run{r}, nextPtr(following)
 }
 
 // dispatch runs r as sc's overlap policy says.

@@ -138,4 +138,12 @@ func TestPlanMissedRuns(t *testing.T) {
 	if len(runs) != 1 || runs[0].Status != RunPending || !runs[0].FireAt.Equal(due.Add(10*time.Minute)) || !nxt.Equal(due.Add(11*time.Minute)) {
 		t.Fatalf("missed, catch up once: %+v next %v", runs, nxt)
 	}
+
+	// After missed runs an @every schedule stays on its grid.
+	every, _ := Parse("@every 2s", "UTC")
+	sc = Schedule{ID: "cron_2", NextFireAt: &due, Missed: MissedCatchUp}
+	runs, nxt = Plan(sc, every, due.Add(9500*time.Millisecond), time.Second)
+	if len(runs) != 1 || !runs[0].FireAt.Equal(due.Add(8*time.Second)) || !strings.Contains(runs[0].Message, "5 occurrence") || !nxt.Equal(due.Add(10*time.Second)) {
+		t.Fatalf("@every missed: %+v next %v", runs, nxt)
+	}
 }

@@ -42,6 +42,11 @@ type Config struct {
 	Sandboxes Sandboxes
 	Engine    pandastack.Engine // guests, kills and snapshots of those microVMs
 	Secrets   *secrets.Box      // seals each version's env
+	// Records lists sandboxes: at start, the function VMs a previous run
+	// left (nil: none are looked for).
+	Records interface {
+		ListSandboxes(ctx context.Context, f pandastack.SandboxFilter) ([]pandastack.Sandbox, error)
+	}
 	Logger    *slog.Logger      // nil: discard
 	// MaxBundleBytes bounds an upload (default DefaultMaxBundleBytes).
 	MaxBundleBytes int64
@@ -295,9 +300,26 @@ func (s *Service) GetInvocation(ctx context.Context, teamID, name, id string) (I
 // Wait waits for the asynchronous invocations in flight.
 func (s *Service) Wait() { s.async.Wait() }
 
-// Recover marks the invocations a previous server left queued or running
-// as errors: their VMs ended with it.
+// vmLabel marks every microVM this package starts (deploys and
+// invocations), so a restart can end those a crash left behind.
+const vmLabel = "pandastack.function.vm"
+
+// Recover, at start, kills the function VMs a previous server left
+// running (a crash mid-invocation or mid-deploy) and marks the
+// invocations it left queued or running as errors.
 func (s *Service) Recover(ctx context.Context) error {
+	if s.cfg.Records != nil {
+		vms, err := s.cfg.Records.ListSandboxes(ctx, pandastack.SandboxFilter{Metadata: map[string]string{vmLabel: "1"}, LiveOnly: true})
+		if err != nil {
+			return fmt.Errorf("list function VMs: %w", err)
+		}
+		for _, vm := range vms {
+			s.log.Info("killing a function VM left by the previous run", "sandbox", vm.ID)
+			if err := s.cfg.Engine.Kill(ctx, vm.ID, pandastack.StateKilled); err != nil {
+				s.log.Error("kill a function VM left by the previous run", "sandbox", vm.ID, "err", err)
+			}
+		}
+	}
 	invs, err := s.cfg.Store.UnfinishedInvocations(ctx)
 	if err != nil {
 		return err

@@ -100,7 +100,7 @@ func (s *Service) execute(ctx context.Context, f Function, inv *Invocation, even
 	t0 := time.Now()
 	ttl := int64((v.Timeout+time.Minute)/time.Second) + 60
 	sb, err := s.cfg.Sandboxes.Create(ctx, inv.TeamID, sandboxes.CreateParams{Snapshot: v.SnapshotID, TTLSeconds: &ttl,
-		Metadata: map[string]string{"pandastack.function": f.Name, "pandastack.invocation": inv.ID}})
+		Metadata: map[string]string{"pandastack.function": f.Name, "pandastack.invocation": inv.ID, vmLabel: "1"}})
 	if err != nil {
 		log.Error("start invocation VM", "err", err)
 		s.finish(ctx, inv, StatusError, nil, &FunctionError{Type: "StartFailed", Message: "could not start the function's VM: " + pandastack.ErrorMessage(err)}, "")

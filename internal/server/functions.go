@@ -16,7 +16,7 @@ import (
 func (s *Server) openFunctions(ctx context.Context) error {
 	engine := registry.Engine{Engine: s.engine, Registry: s.registry}
 	sbx := sandboxes.New(sandboxes.Config{Store: s.store, Engine: engine, Logger: s.log, Quotas: s.quotas})
-	s.fns = functions.New(functions.Config{Store: s.store, Sandboxes: sbx, Engine: engine, Secrets: s.secrets,
+	s.fns = functions.New(functions.Config{Store: s.store, Sandboxes: sbx, Engine: engine, Secrets: s.secrets, Records: s.store,
 		Logger: s.log.With("component", "functions")})
 	s.cron = cron.New(cron.Config{Store: s.store, Invoker: s.fns, Logger: s.log.With("component", "cron")})
 	return s.fns.Recover(ctx)
