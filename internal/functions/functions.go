@@ -47,7 +47,7 @@ type Config struct {
 	Records interface {
 		ListSandboxes(ctx context.Context, f pandastack.SandboxFilter) ([]pandastack.Sandbox, error)
 	}
-	Logger    *slog.Logger      // nil: discard
+	Logger *slog.Logger // nil: discard
 	// MaxBundleBytes bounds an upload (default DefaultMaxBundleBytes).
 	MaxBundleBytes int64
 	// MaxQueue bounds the invocations of one function waiting for a slot

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"time"
 
@@ -158,7 +157,8 @@ func (s *Service) finish(ctx context.Context, inv *Invocation, status string, re
 	}
 }
 
-// shimReply is what the shim answers an invocation with.
+// shimReply is what the shim answers an invocation with (one JSON line;
+// the request is one line too: {"event", "context"}).
 type shimReply struct {
 	OK     bool            `json:"ok"`
 	Result json.RawMessage `json:"result"`
@@ -184,22 +184,15 @@ func call(ctx context.Context, engine pandastack.Engine, id string, event []byte
 	}
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
 	defer stop()
-	body, err := json.Marshal(map[string]any{"event": json.RawMessage(event), "context": fnctx})
+	line, err := json.Marshal(map[string]any{"event": json.RawMessage(event), "context": fnctx})
 	if err != nil {
 		return reply, err
 	}
-	req, _ := http.NewRequest(http.MethodPost, "http://function/invoke", bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	if err := req.Write(conn); err != nil {
+	if _, err := conn.Write(append(line, '\n')); err != nil {
 		return reply, deadlineErr(ctx, fmt.Errorf("send the event: %w", err))
 	}
-	resp, err := http.ReadResponse(bufio.NewReader(conn), req)
-	if err != nil {
-		return reply, deadlineErr(ctx, fmt.Errorf("read the reply: %w", err))
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxEventBytes+2*MaxLogBytes))
-	if err != nil {
+	data, err := bufio.NewReaderSize(io.LimitReader(conn, MaxEventBytes+2*MaxLogBytes), 64<<10).ReadBytes('\n')
+	if err != nil && !(errors.Is(err, io.EOF) && len(data) > 0) {
 		return reply, deadlineErr(ctx, fmt.Errorf("read the reply: %w", err))
 	}
 	if err := json.Unmarshal(data, &reply); err != nil {

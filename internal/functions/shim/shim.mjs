@@ -1,10 +1,12 @@
 // PandaStack function shim for Node: imports the handler once (before the
 // function's snapshot is taken), then serves invocations on a TCP port on
-// the guest's loopback. ES modules (export async function handler) and
-// CommonJS (exports.handler) both load.
+// the guest's loopback: one connection per invocation, one JSON line each
+// way ({"event", "context"} in; {"ok", "result" | "error", "logs"} out).
+// ES modules (export async function handler) and CommonJS
+// (exports.handler) both load.
 // Usage: node shim.mjs DIR FILE FUNCTION PORT STATEDIR
 import fs from "node:fs";
-import http from "node:http";
+import net from "node:net";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 
@@ -42,32 +44,40 @@ function context(d) {
   };
 }
 
-const server = http.createServer((req, res) => {
-  const chunks = [];
-  req.on("data", (c) => chunks.push(c));
-  req.on("end", async () => {
-    const body = JSON.parse(Buffer.concat(chunks).toString() || "{}");
-    let logs = "";
-    const out = process.stdout.write, err = process.stderr.write;
-    process.stdout.write = process.stderr.write = (c, ...rest) => {
-      logs += String(c);
-      const cb = rest.find((r) => typeof r === "function");
-      if (cb) cb();
-      return true;
-    };
-    let reply;
-    try {
-      const result = await handler(body.event, context(body.context ?? {}));
-      reply = JSON.stringify({ ok: true, result: result === undefined ? null : result, logs });
-    } catch (e) {
-      const type = (e && e.constructor && e.constructor.name) || "Error";
-      reply = JSON.stringify({ ok: false, error: { type, message: String(e && e.message !== undefined ? e.message : e), stack: String((e && e.stack) || "") }, logs });
-    } finally {
-      process.stdout.write = out;
-      process.stderr.write = err;
-    }
-    res.writeHead(200, { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(reply) });
-    res.end(reply);
+async function invoke(line) {
+  let logs = "";
+  const out = process.stdout.write, err = process.stderr.write;
+  process.stdout.write = process.stderr.write = (c, ...rest) => {
+    logs += String(c);
+    const cb = rest.find((r) => typeof r === "function");
+    if (cb) cb();
+    return true;
+  };
+  try {
+    const body = JSON.parse(line);
+    const result = await handler(body.event, context(body.context ?? {}));
+    return JSON.stringify({ ok: true, result: result === undefined ? null : result, logs });
+  } catch (e) {
+    const type = (e && e.constructor && e.constructor.name) || "Error";
+    const message = String(e && e.message !== undefined ? e.message : e);
+    return JSON.stringify({ ok: false, error: { type, message, stack: String((e && e.stack) || "") }, logs });
+  } finally {
+    process.stdout.write = out;
+    process.stderr.write = err;
+  }
+}
+
+const server = net.createServer((sock) => {
+  let buf = "";
+  let started = false;
+  sock.setEncoding("utf8");
+  sock.on("data", (d) => {
+    buf += d;
+    const i = buf.indexOf("\n");
+    if (i < 0 || started) return;
+    started = true;
+    invoke(buf.slice(0, i)).then((reply) => sock.end(reply + "\n"));
   });
+  sock.on("error", () => {});
 });
 server.listen(Number(portText), "127.0.0.1", () => fs.writeFileSync(path.join(state, "ready"), ""));

@@ -1,15 +1,18 @@
 # PandaStack function shim for Python: imports the handler once (before
 # the function's snapshot is taken), then serves invocations on a TCP port
-# on the guest's loopback. Usage: shim.py DIR FILE FUNCTION PORT STATEDIR
+# on the guest's loopback: one connection per invocation, one JSON line
+# each way ({"event", "context"} in; {"ok", "result" | "error", "logs"}
+# out). Few modules, so little to load and, under TCG, to translate.
+# Usage: shim.py DIR FILE FUNCTION PORT STATEDIR
 import contextlib
 import importlib.util
 import io
 import json
 import os
+import socket
 import sys
 import time
 import traceback
-from http.server import BaseHTTPRequestHandler, HTTPServer
 
 code_dir, file, func, port, state = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
 
@@ -53,30 +56,26 @@ class Context:
         return max(0, int(self.deadline_ms - time.time() * 1000))
 
 
-class Serve(BaseHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-    def do_POST(self):
-        req = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
-        out = io.StringIO()
-        try:
-            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
-                result = handler(req.get("event"), Context(req.get("context") or {}))
-            body = {"ok": True, "result": result}
-            data = json.dumps({**body, "logs": out.getvalue()})
-        except BaseException as e:
-            stack = traceback.format_exc()
-            err = {"type": type(e).__name__, "message": str(e), "stack": stack}
-            data = json.dumps({"ok": False, "error": err, "logs": out.getvalue()})
-        data = data.encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+def invoke(line):
+    out = io.StringIO()
+    try:
+        req = json.loads(line)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+            result = handler(req.get("event"), Context(req.get("context") or {}))
+        return json.dumps({"ok": True, "result": result, "logs": out.getvalue()})
+    except BaseException as e:
+        err = {"type": type(e).__name__, "message": str(e), "stack": traceback.format_exc()}
+        return json.dumps({"ok": False, "error": err, "logs": out.getvalue()})
 
 
-srv = HTTPServer(("127.0.0.1", port), Serve)
+srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+srv.bind(("127.0.0.1", port))
+srv.listen(16)
 open(os.path.join(state, "ready"), "w").close()
-srv.serve_forever()
+while True:
+    conn, _ = srv.accept()
+    with conn, conn.makefile("rwb") as f:
+        reply = invoke(f.readline())
+        f.write(reply.encode() + b"\n")
+        f.flush()
