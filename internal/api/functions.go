@@ -31,6 +31,7 @@ type deployConfig struct {
 	MemoryMiB      int               `json:"memory_mib"`
 	MaxConcurrency int               `json:"max_concurrency"`
 	Template       string            `json:"template"`
+	HTTPPublic     bool              `json:"http_public"`
 }
 
 func (s *Server) fns() (*functions.Service, error) {
@@ -92,7 +93,7 @@ func (s *Server) deployFunction(w http.ResponseWriter, r *http.Request) error {
 	}
 	f, err := fs.Deploy(r.Context(), caller(r).team.ID, functions.DeployParams{Name: cfg.Name, Runtime: cfg.Runtime, Handler: cfg.Handler,
 		Env: cfg.Env, TimeoutSeconds: cfg.TimeoutSeconds, MemoryMiB: cfg.MemoryMiB, MaxConcurrency: cfg.MaxConcurrency,
-		Template: cfg.Template, Bundle: bundle})
+		Template: cfg.Template, HTTPPublic: cfg.HTTPPublic, Bundle: bundle})
 	if err != nil {
 		return err
 	}

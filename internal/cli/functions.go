@@ -38,6 +38,7 @@ func runFnDeploy(ctx context.Context, s *streams, args []string) int {
 	memory := p.fs.Int("memory", 0, "memory in MiB (default: the template's)")
 	conc := p.fs.Int("max-concurrency", 0, "invocations at once (default 10)")
 	tmpl := p.fs.String("template", "", "template to run in (default base)")
+	public := p.fs.Bool("public", false, "let anyone call the HTTP trigger (fn-NAME.DOMAIN) without an API key")
 	env := kvFlag{}
 	p.fs.Var(env, "env", "KEY=VALUE for the function's environment (repeatable; sealed at rest)")
 	asJSON := p.fs.Bool("json", false, "print the function as JSON")
@@ -53,14 +54,14 @@ func runFnDeploy(ctx context.Context, s *streams, args []string) int {
 		return fail(s, err)
 	}
 	f, err := p.client.client().DeployFunction(ctx, sdk.FunctionConfig{Name: *name, Runtime: *runtime, Handler: *handler, Env: env,
-		TimeoutSeconds: *timeout, MemoryMiB: *memory, MaxConcurrency: *conc, Template: *tmpl}, bundle)
+		TimeoutSeconds: *timeout, MemoryMiB: *memory, MaxConcurrency: *conc, Template: *tmpl, HTTPPublic: *public}, bundle)
 	if err != nil {
 		return fail(s, err)
 	}
 	if *asJSON {
 		printJSON(s.out, f)
 	} else {
-		fmt.Fprintf(s.out, "%s version %d\n", f.Name, f.Version)
+		fmt.Fprintf(s.out, "%s version %d %s\n", f.Name, f.Version, f.URL)
 	}
 	return 0
 }

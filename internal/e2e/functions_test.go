@@ -48,6 +48,9 @@ count = 0  # module state: a fresh VM per invocation keeps it at 1
 def handler(event, context):
     global count
     count += 1
+    if context.trigger == "http":
+        return {"status_code": 201, "headers": {"X-Hello": event["query"].get("who", "")},
+                "body": " ".join([event["method"], event["path"], event["body"], str(count)])}
     if event.get("raise"):
         raise ValueError("boom: " + event["raise"])
     if event.get("sleep"):
@@ -201,6 +204,41 @@ func TestFunctions(t *testing.T) {
 		}
 		if !found {
 			t.Fatal("no VM recorded for the timed-out invocation")
+		}
+	})
+
+	t.Run("the HTTP trigger serves fn-NAME.DOMAIN", func(t *testing.T) {
+		f, err := c.GetFunction(ctx, "py-hello")
+		if err != nil || f.URL != "http://fn-py-hello.localhost" {
+			t.Fatalf("function URL: %+v, %v", f, err)
+		}
+		post := func(key string) (*http.Response, string) {
+			req, _ := http.NewRequest("POST", main.url+"/some/path?who=panda", strings.NewReader("hi"))
+			req.Host = "fn-py-hello.localhost"
+			if key != "" {
+				req.Header.Set("Authorization", "Bearer "+key)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			return resp, string(b)
+		}
+		resp, body := post(k.Key)
+		if resp.StatusCode != 201 || resp.Header.Get("X-Hello") != "panda" || body != "POST /some/path hi 1" || resp.Header.Get("X-PandaStack-Invocation-Id") == "" {
+			t.Fatalf("HTTP trigger: %d %v %q", resp.StatusCode, resp.Header, body)
+		}
+		if resp, _ := post(""); resp.StatusCode != 401 {
+			t.Fatalf("HTTP trigger without a key: %d, want 401", resp.StatusCode)
+		}
+		otherKey, err := main.client(main.admin).CreateKey(ctx, "fn-other", "e2e-http")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp, _ := post(otherKey.Key); resp.StatusCode != 404 {
+			t.Fatalf("HTTP trigger with another team's key: %d, want 404", resp.StatusCode)
 		}
 	})
 

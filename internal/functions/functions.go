@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/router"
 	"github.com/pandastack/pandastack/internal/sandboxes"
 	"github.com/pandastack/pandastack/internal/secrets"
 )
@@ -48,6 +49,12 @@ type Config struct {
 		ListSandboxes(ctx context.Context, f pandastack.SandboxFilter) ([]pandastack.Sandbox, error)
 	}
 	Logger *slog.Logger // nil: discard
+	// Routes, when set, serves each function's HTTP trigger at
+	// fn-NAME.Domain; StatusFor maps error codes to HTTP statuses there
+	// (api.StatusForCode).
+	Routes    *router.Table
+	Domain    string
+	StatusFor func(code string) int
 	// MaxBundleBytes bounds an upload (default DefaultMaxBundleBytes).
 	MaxBundleBytes int64
 	// MaxQueue bounds the invocations of one function waiting for a slot
@@ -126,6 +133,7 @@ type DeployParams struct {
 	MemoryMiB      int
 	MaxConcurrency int
 	Template       string // default "base"
+	HTTPPublic     bool   // the HTTP trigger needs no API key
 	Bundle         []byte
 }
 
@@ -189,7 +197,7 @@ func (s *Service) Deploy(ctx context.Context, teamID string, p DeployParams) (Fu
 	if err != nil {
 		return Function{}, err
 	}
-	v := Version{Runtime: p.Runtime, Handler: p.Handler, Timeout: timeout, MemoryMiB: p.MemoryMiB, MaxConcurrency: conc,
+	v := Version{Runtime: p.Runtime, Handler: p.Handler, Timeout: timeout, MemoryMiB: p.MemoryMiB, MaxConcurrency: conc, HTTPPublic: p.HTTPPublic,
 		SnapshotID: snap.ID, BundleSHA256: b.sha256, BundleBytes: b.size, CreatedAt: time.Now().UTC()}
 	if len(p.Env) > 0 {
 		plain, _ := json.Marshal(p.Env)
@@ -203,6 +211,7 @@ func (s *Service) Deploy(ctx context.Context, teamID string, p DeployParams) (Fu
 		s.dropSnapshot(ctx, snap.ID)
 		return Function{}, fmt.Errorf("record function %s: %w", p.Name, err)
 	}
+	s.route(f)
 	s.log.Info("function deployed", "function", f.ID, "name", f.Name, "version", f.LatestVersion, "snapshot", snap.ID)
 	return s.present(f), nil
 }
@@ -223,8 +232,10 @@ func hasHandlerFile(b *bundle, runtime, file string) bool {
 	return false
 }
 
-// present fills what a version shows of its env: the names, never values.
+// present fills what a version shows of its env (the names, never
+// values) and its trigger's URL.
 func (s *Service) present(f Function) Function {
+	f.URL = s.url(f)
 	f.Latest.EnvKeys = []string{}
 	if f.Latest.EnvSealed == "" {
 		return f
@@ -273,6 +284,7 @@ func (s *Service) Delete(ctx context.Context, teamID, name string) error {
 	if err := s.cfg.Store.DeleteFunction(ctx, f.ID); err != nil {
 		return err
 	}
+	s.unroute(teamID, f.Name)
 	for _, v := range versions {
 		s.dropSnapshot(ctx, v.SnapshotID)
 	}

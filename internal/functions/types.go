@@ -28,6 +28,7 @@ type Function struct {
 	TeamID        string    `json:"-"`
 	Name          string    `json:"name"`
 	LatestVersion int       `json:"version"`
+	URL           string    `json:"url,omitempty"` // its HTTP trigger, when it has one
 	CreatedAt     time.Time `json:"created_at"`
 	UpdatedAt     time.Time `json:"updated_at"`
 	Latest        Version   `json:"latest"`
@@ -45,6 +46,7 @@ type Version struct {
 	Timeout        time.Duration `json:"-"`
 	MemoryMiB      int           `json:"memory_mib"`
 	MaxConcurrency int           `json:"max_concurrency"`
+	HTTPPublic     bool          `json:"http_public"` // its HTTP trigger needs no API key
 	SnapshotID     string        `json:"-"`
 	BundleSHA256   string        `json:"bundle_sha256"`
 	BundleBytes    int64         `json:"bundle_bytes"`
@@ -87,6 +89,7 @@ type Store interface {
 	// GetFunction is team's function by name with its latest version
 	// (ENotFound when there is none).
 	GetFunction(ctx context.Context, teamID, name string) (Function, error)
+	// ListFunctions lists team's functions (every team's for "").
 	ListFunctions(ctx context.Context, teamID string) ([]Function, error)
 	ListFunctionVersions(ctx context.Context, functionID string) ([]Version, error)
 	// DeleteFunction removes a function with its versions and invocations.

@@ -26,6 +26,9 @@ type FunctionConfig struct {
 	MemoryMiB      int               `json:"memory_mib,omitempty"`
 	MaxConcurrency int               `json:"max_concurrency,omitempty"`
 	Template       string            `json:"template,omitempty"`
+	// HTTPPublic lets anyone call the HTTP trigger (fn-NAME.DOMAIN);
+	// otherwise it takes the team's API keys.
+	HTTPPublic bool `json:"http_public,omitempty"`
 }
 
 // Function is a deployed function; Latest is its serving version.
@@ -33,6 +36,7 @@ type Function struct {
 	ID             string    `json:"id"`
 	Name           string    `json:"name"`
 	Version        int       `json:"version"`
+	URL            string    `json:"url"` // the HTTP trigger ("" when its hostname is another team's)
 	TimeoutSeconds int       `json:"timeout_seconds"`
 	CreatedAt      time.Time `json:"created_at"`
 	UpdatedAt      time.Time `json:"updated_at"`
@@ -43,6 +47,7 @@ type Function struct {
 		EnvKeys        []string  `json:"env_keys"`
 		MemoryMiB      int       `json:"memory_mib"`
 		MaxConcurrency int       `json:"max_concurrency"`
+		HTTPPublic     bool      `json:"http_public"`
 		BundleSHA256   string    `json:"bundle_sha256"`
 		BundleBytes    int64     `json:"bundle_bytes"`
 		CreatedAt      time.Time `json:"created_at"`

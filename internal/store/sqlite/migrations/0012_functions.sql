@@ -23,6 +23,7 @@ CREATE TABLE function_versions (
     timeout_ms      INTEGER NOT NULL,
     memory_mib      INTEGER NOT NULL,
     max_concurrency INTEGER NOT NULL,
+    http_public     INTEGER NOT NULL DEFAULT 0,
     snapshot_id     TEXT NOT NULL,
     bundle_sha256   TEXT NOT NULL,
     bundle_bytes    INTEGER NOT NULL,
