@@ -32,6 +32,7 @@ type deployConfig struct {
 	MaxConcurrency int               `json:"max_concurrency"`
 	Template       string            `json:"template"`
 	HTTPPublic     bool              `json:"http_public"`
+	Isolation      string            `json:"isolation"`
 }
 
 func (s *Server) fns() (*functions.Service, error) {
@@ -93,7 +94,7 @@ func (s *Server) deployFunction(w http.ResponseWriter, r *http.Request) error {
 	}
 	f, err := fs.Deploy(r.Context(), caller(r).team.ID, functions.DeployParams{Name: cfg.Name, Runtime: cfg.Runtime, Handler: cfg.Handler,
 		Env: cfg.Env, TimeoutSeconds: cfg.TimeoutSeconds, MemoryMiB: cfg.MemoryMiB, MaxConcurrency: cfg.MaxConcurrency,
-		Template: cfg.Template, HTTPPublic: cfg.HTTPPublic, Bundle: bundle})
+		Template: cfg.Template, HTTPPublic: cfg.HTTPPublic, Isolation: cfg.Isolation, Bundle: bundle})
 	if err != nil {
 		return err
 	}

@@ -38,6 +38,7 @@ func runFnDeploy(ctx context.Context, s *streams, args []string) int {
 	memory := p.fs.Int("memory", 0, "memory in MiB (default: the template's)")
 	conc := p.fs.Int("max-concurrency", 0, "invocations at once (default 10)")
 	tmpl := p.fs.String("template", "", "template to run in (default base)")
+	isolation := p.fs.String("isolation", "", "fresh (default: a new microVM per invocation) or warm (reused between invocations)")
 	public := p.fs.Bool("public", false, "let anyone call the HTTP trigger (fn-NAME.DOMAIN) without an API key")
 	env := kvFlag{}
 	p.fs.Var(env, "env", "KEY=VALUE for the function's environment (repeatable; sealed at rest)")
@@ -54,7 +55,7 @@ func runFnDeploy(ctx context.Context, s *streams, args []string) int {
 		return fail(s, err)
 	}
 	f, err := p.client.client().DeployFunction(ctx, sdk.FunctionConfig{Name: *name, Runtime: *runtime, Handler: *handler, Env: env,
-		TimeoutSeconds: *timeout, MemoryMiB: *memory, MaxConcurrency: *conc, Template: *tmpl, HTTPPublic: *public}, bundle)
+		TimeoutSeconds: *timeout, MemoryMiB: *memory, MaxConcurrency: *conc, Template: *tmpl, HTTPPublic: *public, Isolation: *isolation}, bundle)
 	if err != nil {
 		return fail(s, err)
 	}

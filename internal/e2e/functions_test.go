@@ -367,13 +367,52 @@ func TestFunctions(t *testing.T) {
 		t.Logf("%d runs, statuses: %v", len(runs), statuses(runs))
 	})
 
+	t.Run("a redeploy serves as the next version; warm isolation reuses its VM", func(t *testing.T) {
+		f, err := c.DeployFunction(ctx, sdk.FunctionConfig{Name: "py-hello", Runtime: "python", Handler: "main.handler",
+			Env: map[string]string{"GREETING": "warm"}, Isolation: "warm"}, bundleOf(t, map[string]string{"main.py": pyHello}))
+		if err != nil {
+			t.Fatalf("redeploy: %v", err)
+		}
+		if f.Version != 2 || f.Latest.Isolation != "warm" {
+			t.Fatalf("redeployed: %+v", f)
+		}
+		for want := 1; want <= 2; want++ {
+			r, err := c.InvokeFunction(ctx, "py-hello", json.RawMessage(`{"name":"warm"}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := decodeResult(t, r)
+			if m["count"] != float64(want) || m["greeting"] != "warm" {
+				t.Fatalf("warm invocation %d answered %v: want count=%d (the same VM), greeting=warm (version 2)", want, m, want)
+			}
+			if inv, err := c.GetInvocation(ctx, "py-hello", r.InvocationID); err != nil || inv.Version != 2 {
+				t.Fatalf("invocation record: %+v, %v", inv, err)
+			}
+		}
+	})
+
 	t.Run("a deleted function is gone", func(t *testing.T) {
-		if err := c.DeleteFunction(ctx, "node-cjs"); err != nil {
-			t.Fatal(err)
+		for _, name := range []string{"node-cjs", "py-hello"} {
+			if err := c.DeleteFunction(ctx, name); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.InvokeFunction(ctx, name, json.RawMessage(`{}`)); !sdk.IsNotFound(err) {
+				t.Fatalf("invoke after delete: %v, want 404", err)
+			}
 		}
-		if _, err := c.InvokeFunction(ctx, "node-cjs", json.RawMessage(`{}`)); !sdk.IsNotFound(err) {
-			t.Fatalf("invoke after delete: %v, want 404", err)
-		}
+		// The warm VM went with it: no function VM is left.
+		eventually(t, time.Minute, "no live function VM", func() bool {
+			sbs, err := c.ListSandboxes(ctx, sdk.ListParams{})
+			if err != nil {
+				return false
+			}
+			for _, sb := range sbs {
+				if sb.Metadata["pandastack.function"] != "" {
+					return false
+				}
+			}
+			return true
+		})
 	})
 }
 

@@ -71,6 +71,7 @@ type Service struct {
 
 	mu    sync.Mutex
 	gates map[string]*gate // by function id
+	pools map[string]*pool // warm microVMs, by function id
 	async sync.WaitGroup
 }
 
@@ -88,7 +89,7 @@ func New(cfg Config) *Service {
 	if cfg.DeployTimeout <= 0 {
 		cfg.DeployTimeout = DefaultDeployTimeout
 	}
-	return &Service{cfg: cfg, log: cfg.Logger, gates: map[string]*gate{}}
+	return &Service{cfg: cfg, log: cfg.Logger, gates: map[string]*gate{}, pools: map[string]*pool{}}
 }
 
 // MaxBundleBytes is the largest bundle a deploy takes.
@@ -134,6 +135,7 @@ type DeployParams struct {
 	MaxConcurrency int
 	Template       string // default "base"
 	HTTPPublic     bool   // the HTTP trigger needs no API key
+	Isolation      string // "fresh" (default) or "warm"
 	Bundle         []byte
 }
 
@@ -172,6 +174,13 @@ func (s *Service) Deploy(ctx context.Context, teamID string, p DeployParams) (Fu
 	if err := pandastack.CheckEnv(p.Env); err != nil {
 		return Function{}, err
 	}
+	switch p.Isolation {
+	case "":
+		p.Isolation = IsolationFresh
+	case IsolationFresh, IsolationWarm:
+	default:
+		return bad("isolation must be fresh or warm, got %q", p.Isolation)
+	}
 	if err := pandastack.CheckSize(0, p.MemoryMiB, 0); err != nil {
 		return Function{}, err
 	}
@@ -197,7 +206,7 @@ func (s *Service) Deploy(ctx context.Context, teamID string, p DeployParams) (Fu
 	if err != nil {
 		return Function{}, err
 	}
-	v := Version{Runtime: p.Runtime, Handler: p.Handler, Timeout: timeout, MemoryMiB: p.MemoryMiB, MaxConcurrency: conc, HTTPPublic: p.HTTPPublic,
+	v := Version{Runtime: p.Runtime, Handler: p.Handler, Timeout: timeout, MemoryMiB: p.MemoryMiB, MaxConcurrency: conc, HTTPPublic: p.HTTPPublic, Isolation: p.Isolation,
 		SnapshotID: snap.ID, BundleSHA256: b.sha256, BundleBytes: b.size, CreatedAt: time.Now().UTC()}
 	if len(p.Env) > 0 {
 		plain, _ := json.Marshal(p.Env)
@@ -212,6 +221,7 @@ func (s *Service) Deploy(ctx context.Context, teamID string, p DeployParams) (Fu
 		return Function{}, fmt.Errorf("record function %s: %w", p.Name, err)
 	}
 	s.route(f)
+	s.drainWarm(ctx, f.ID, snap.ID)
 	s.log.Info("function deployed", "function", f.ID, "name", f.Name, "version", f.LatestVersion, "snapshot", snap.ID)
 	return s.present(f), nil
 }
@@ -285,6 +295,7 @@ func (s *Service) Delete(ctx context.Context, teamID, name string) error {
 		return err
 	}
 	s.unroute(teamID, f.Name)
+	s.drainWarm(ctx, f.ID, "")
 	for _, v := range versions {
 		s.dropSnapshot(ctx, v.SnapshotID)
 	}

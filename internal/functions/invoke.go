@@ -97,29 +97,51 @@ func (s *Service) execute(ctx context.Context, f Function, inv *Invocation, even
 	}
 	v := f.Latest
 	t0 := time.Now()
-	ttl := int64((v.Timeout+time.Minute)/time.Second) + 60
-	sb, err := s.cfg.Sandboxes.Create(ctx, inv.TeamID, sandboxes.CreateParams{Snapshot: v.SnapshotID, TTLSeconds: &ttl,
-		Metadata: map[string]string{"pandastack.function": f.Name, "pandastack.invocation": inv.ID, vmLabel: "1"}})
-	if err != nil {
-		log.Error("start invocation VM", "err", err)
-		s.finish(ctx, inv, StatusError, nil, &FunctionError{Type: "StartFailed", Message: "could not start the function's VM: " + pandastack.ErrorMessage(err)}, "")
-		return
+	warm := v.Isolation == IsolationWarm
+	sbID, expires := "", time.Time{}
+	if warm {
+		sbID = s.takeWarm(ctx, f.ID, v.SnapshotID, v.Timeout)
 	}
+	if sbID == "" {
+		ttl := int64((v.Timeout+time.Minute)/time.Second) + 60
+		if warm {
+			ttl = int64(warmTTL / time.Second)
+		}
+		expires = time.Now().Add(time.Duration(ttl) * time.Second)
+		meta := map[string]string{"pandastack.function": f.Name, "pandastack.invocation": inv.ID, vmLabel: "1"}
+		if warm {
+			meta["pandastack.function.isolation"] = IsolationWarm
+		}
+		sb, err := s.cfg.Sandboxes.Create(ctx, inv.TeamID, sandboxes.CreateParams{Snapshot: v.SnapshotID, TTLSeconds: &ttl, Metadata: meta})
+		if err != nil {
+			log.Error("start invocation VM", "err", err)
+			s.finish(ctx, inv, StatusError, nil, &FunctionError{Type: "StartFailed", Message: "could not start the function's VM: " + pandastack.ErrorMessage(err)}, "")
+			return
+		}
+		sbID = sb.ID
+	} else {
+		expires = time.Now().Add(warmTTL) // an upper bound; takeWarm re-checks
+	}
+	keep := false
 	defer func() {
-		// Killing the VM ends the handler and every process it started.
-		if err := s.cfg.Engine.Kill(context.WithoutCancel(ctx), sb.ID, pandastack.StateKilled); err != nil {
-			log.Error("kill invocation VM", "sandbox", sb.ID, "err", err)
+		// A fresh VM, or a warm one that timed out or failed, is killed:
+		// that ends the handler and every process it started.
+		if keep && s.putWarm(f.ID, v.SnapshotID, sbID, expires, v.MaxConcurrency) {
+			return
+		}
+		if err := s.cfg.Engine.Kill(context.WithoutCancel(ctx), sbID, pandastack.StateKilled); err != nil {
+			log.Error("kill invocation VM", "sandbox", sbID, "err", err)
 		}
 	}()
 	tStarted := time.Now()
 	defer func() {
-		log.Info("invocation ended", "status", inv.Status, "sandbox", sb.ID, "restore_ms", tStarted.Sub(t0).Milliseconds(),
+		log.Info("invocation ended", "status", inv.Status, "sandbox", sbID, "isolation", v.Isolation, "restore_ms", tStarted.Sub(t0).Milliseconds(),
 			"call_ms", time.Since(tStarted).Milliseconds())
 	}()
 	deadline := time.Now().Add(v.Timeout)
 	cctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	reply, err := call(cctx, s.cfg.Engine, sb.ID, event, map[string]any{
+	reply, err := call(cctx, s.cfg.Engine, sbID, event, map[string]any{
 		"invocation_id": inv.ID, "function_name": f.Name, "function_version": f.LatestVersion, "trigger": inv.Trigger,
 		"execution_id": o.ExecutionID, "scheduled_time": scheduled(o.ScheduledTime), "deadline_ms": deadline.UnixMilli(),
 	})
@@ -128,11 +150,13 @@ func (s *Service) execute(ctx context.Context, f Function, inv *Invocation, even
 		s.finish(ctx, inv, StatusTimedOut, nil, &FunctionError{Type: "Timeout",
 			Message: fmt.Sprintf("the function did not return within its timeout of %s; its VM was killed", v.Timeout)}, "")
 	case err != nil:
-		log.Error("invoke", "sandbox", sb.ID, "err", err)
+		log.Error("invoke", "sandbox", sbID, "err", err)
 		s.finish(ctx, inv, StatusError, nil, &FunctionError{Type: "InvokeFailed", Message: "the function's runtime did not answer: " + err.Error()}, "")
 	case reply.OK:
+		keep = warm
 		s.finish(ctx, inv, StatusSucceeded, reply.Result, nil, reply.Logs)
 	default:
+		keep = warm
 		s.finish(ctx, inv, StatusFailed, nil, reply.Error, reply.Logs)
 	}
 }

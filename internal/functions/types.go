@@ -47,6 +47,7 @@ type Version struct {
 	MemoryMiB      int           `json:"memory_mib"`
 	MaxConcurrency int           `json:"max_concurrency"`
 	HTTPPublic     bool          `json:"http_public"` // its HTTP trigger needs no API key
+	Isolation      string        `json:"isolation"`   // fresh or warm
 	SnapshotID     string        `json:"-"`
 	BundleSHA256   string        `json:"bundle_sha256"`
 	BundleBytes    int64         `json:"bundle_bytes"`

@@ -29,6 +29,9 @@ type FunctionConfig struct {
 	// HTTPPublic lets anyone call the HTTP trigger (fn-NAME.DOMAIN);
 	// otherwise it takes the team's API keys.
 	HTTPPublic bool `json:"http_public,omitempty"`
+	// Isolation is "fresh" (default: a new microVM per invocation) or
+	// "warm" (microVMs reused between invocations: faster, state shared).
+	Isolation string `json:"isolation,omitempty"`
 }
 
 // Function is a deployed function; Latest is its serving version.
@@ -48,6 +51,7 @@ type Function struct {
 		MemoryMiB      int       `json:"memory_mib"`
 		MaxConcurrency int       `json:"max_concurrency"`
 		HTTPPublic     bool      `json:"http_public"`
+		Isolation      string    `json:"isolation"`
 		BundleSHA256   string    `json:"bundle_sha256"`
 		BundleBytes    int64     `json:"bundle_bytes"`
 		CreatedAt      time.Time `json:"created_at"`

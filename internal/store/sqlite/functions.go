@@ -13,7 +13,7 @@ import (
 
 var _ functions.Store = (*Store)(nil)
 
-const fnVersionColumns = `function_id, version, runtime, handler, env_sealed, timeout_ms, memory_mib, max_concurrency, http_public, snapshot_id, bundle_sha256, bundle_bytes, created_at`
+const fnVersionColumns = `function_id, version, runtime, handler, env_sealed, timeout_ms, memory_mib, max_concurrency, http_public, isolation, snapshot_id, bundle_sha256, bundle_bytes, created_at`
 
 // AddFunctionVersion records v as the newest version of team's function
 // name, creating the function (with id newID) when it is new.
@@ -37,8 +37,8 @@ func (s *Store) AddFunctionVersion(ctx context.Context, teamID, name, newID stri
 		return functions.Function{}, fmt.Errorf("add function %s: %w", name, err)
 	}
 	v.FunctionID, v.Version = id, latest+1
-	if _, err := tx.ExecContext(ctx, `INSERT INTO function_versions (`+fnVersionColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		v.FunctionID, v.Version, v.Runtime, v.Handler, v.EnvSealed, v.Timeout.Milliseconds(), v.MemoryMiB, v.MaxConcurrency, v.HTTPPublic,
+	if _, err := tx.ExecContext(ctx, `INSERT INTO function_versions (`+fnVersionColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		v.FunctionID, v.Version, v.Runtime, v.Handler, v.EnvSealed, v.Timeout.Milliseconds(), v.MemoryMiB, v.MaxConcurrency, v.HTTPPublic, v.Isolation,
 		v.SnapshotID, v.BundleSHA256, v.BundleBytes, now); err != nil {
 		return functions.Function{}, fmt.Errorf("add version of function %s: %w", name, err)
 	}
@@ -71,7 +71,7 @@ func (s *Store) ListFunctions(ctx context.Context, teamID string) ([]functions.F
 
 func (s *Store) listFunctions(ctx context.Context, where string, args ...any) ([]functions.Function, error) {
 	rows, err := s.r.QueryContext(ctx, `SELECT f.id, f.team_id, f.name, f.latest_version, f.created_at, f.updated_at,
-		v.function_id, v.version, v.runtime, v.handler, v.env_sealed, v.timeout_ms, v.memory_mib, v.max_concurrency, v.http_public, v.snapshot_id, v.bundle_sha256, v.bundle_bytes, v.created_at
+		v.function_id, v.version, v.runtime, v.handler, v.env_sealed, v.timeout_ms, v.memory_mib, v.max_concurrency, v.http_public, v.isolation, v.snapshot_id, v.bundle_sha256, v.bundle_bytes, v.created_at
 		FROM functions f JOIN function_versions v ON v.function_id = f.id AND v.version = f.latest_version
 		WHERE `+where+` ORDER BY f.name`, args...)
 	if err != nil {
@@ -107,7 +107,7 @@ func versionDest() (func() (functions.Version, error), []any) {
 	var v functions.Version
 	var timeoutMs int64
 	var created string
-	dest := []any{&v.FunctionID, &v.Version, &v.Runtime, &v.Handler, &v.EnvSealed, &timeoutMs, &v.MemoryMiB, &v.MaxConcurrency, &v.HTTPPublic,
+	dest := []any{&v.FunctionID, &v.Version, &v.Runtime, &v.Handler, &v.EnvSealed, &timeoutMs, &v.MemoryMiB, &v.MaxConcurrency, &v.HTTPPublic, &v.Isolation,
 		&v.SnapshotID, &v.BundleSHA256, &v.BundleBytes, &created}
 	return func() (functions.Version, error) {
 		v.Timeout = time.Duration(timeoutMs) * time.Millisecond
@@ -168,7 +168,7 @@ func (s *Store) PutInvocation(ctx context.Context, inv functions.Invocation) err
 		b, _ := json.Marshal(inv.Error)
 		errText = string(b)
 	}
-	_, err = s.w.ExecContext(ctx, `INSERT OR REPLACE INTO function_invocations (`+invocationColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	_, err = s.w.ExecContext(ctx, `INSERT OR REPLACE INTO function_invocations (`+invocationColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		inv.ID, inv.FunctionID, inv.TeamID, inv.Version, inv.Trigger, inv.ExecutionID, inv.Status, string(inv.Result), errText, inv.Logs,
 		created, ended, inv.DurationMs)
 	if isForeignKeyViolation(err) {

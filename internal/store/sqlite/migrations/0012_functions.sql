@@ -24,6 +24,7 @@ CREATE TABLE function_versions (
     memory_mib      INTEGER NOT NULL,
     max_concurrency INTEGER NOT NULL,
     http_public     INTEGER NOT NULL DEFAULT 0,
+    isolation       TEXT NOT NULL DEFAULT 'fresh',
     snapshot_id     TEXT NOT NULL,
     bundle_sha256   TEXT NOT NULL,
     bundle_bytes    INTEGER NOT NULL,
