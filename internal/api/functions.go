@@ -200,6 +200,9 @@ func (s *Server) invokeFunction(w http.ResponseWriter, r *http.Request) error {
 		w.Write(bytes.TrimSpace(inv.Result))
 		w.Write([]byte{'\n'})
 	case inv.Status == functions.StatusError:
+		if code := pandastack.ErrorCode(inv.Err); inv.Err != nil && code != pandastack.EInternal {
+			return pandastack.Errorf(code, "invocation %s could not run: %s", inv.ID, pandastack.ErrorMessage(inv.Err))
+		}
 		return pandastack.Errorf(pandastack.EUnavailable, "invocation %s could not run: %s", inv.ID, inv.Error.Message)
 	default:
 		kind := "Unhandled"

@@ -169,6 +169,9 @@ func (t trigger) handle(req *http.Request) *http.Response {
 		b, _ := json.Marshal(inv.Error)
 		return response(status, h, "application/json", b)
 	default:
+		if inv.Err != nil && pandastack.ErrorCode(inv.Err) != pandastack.EInternal {
+			return t.s.errorResponse(inv.Err)
+		}
 		return t.s.errorResponse(pandastack.Errorf(pandastack.EUnavailable, "invocation %s could not run: %s", inv.ID, inv.Error.Message))
 	}
 }

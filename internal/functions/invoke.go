@@ -116,6 +116,7 @@ func (s *Service) execute(ctx context.Context, f Function, inv *Invocation, even
 		if err != nil {
 			log.Error("start invocation VM", "err", err)
 			s.finish(ctx, inv, StatusError, nil, &FunctionError{Type: "StartFailed", Message: "could not start the function's VM: " + pandastack.ErrorMessage(err)}, "")
+			inv.Err = err
 			return
 		}
 		sbID = sb.ID

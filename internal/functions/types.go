@@ -78,6 +78,10 @@ type Invocation struct {
 	CreatedAt   time.Time       `json:"created_at"`
 	EndedAt     *time.Time      `json:"ended_at,omitempty"`
 	DurationMs  int64           `json:"duration_ms"`
+
+	// Err is why the platform could not run it (Status error), with its
+	// code (a team quota is EQuota); not stored.
+	Err error `json:"-"`
 }
 
 // Store keeps functions, their versions and invocations
