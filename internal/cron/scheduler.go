@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/pandastack/pandastack"
 )
 
 // Run delivers again the runs a previous server claimed but did not end
@@ -141,7 +143,13 @@ func (s *Service) execute(ctx context.Context, sc Schedule, r Run) {
 		start := s.cfg.Now().UTC()
 		r.Status, r.StartedAt, r.EndedAt, r.Attempts = RunRunning, &start, nil, r.Attempts+1
 		s.update(ctx, r)
-		inv, status, msg, err := s.cfg.Invoker.InvokeScheduled(ctx, sc.TeamID, sc.Function, sc.Data, r.ID, r.FireAt)
+		var inv, status, msg string
+		var err error
+		if _, gerr := s.cfg.Store.GetSchedule(ctx, sc.ID); pandastack.ErrorCode(gerr) == pandastack.ENotFound {
+			err = fmt.Errorf("the schedule was deleted before this run started")
+		} else {
+			inv, status, msg, err = s.cfg.Invoker.InvokeScheduled(ctx, sc.TeamID, sc.Function, sc.Data, r.ID, r.FireAt)
+		}
 		end := s.cfg.Now().UTC()
 		r.InvocationID, r.EndedAt, r.DurationMs = inv, &end, end.Sub(start).Milliseconds()
 		switch {
