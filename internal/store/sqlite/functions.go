@@ -168,7 +168,7 @@ func (s *Store) PutInvocation(ctx context.Context, inv functions.Invocation) err
 		b, _ := json.Marshal(inv.Error)
 		errText = string(b)
 	}
-	_, err = s.w.ExecContext(ctx, `INSERT OR REPLACE INTO function_invocations (`+invocationColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	_, err = s.w.ExecContext(ctx, `INSERT OR REPLACE INTO function_invocations (`+invocationColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		inv.ID, inv.FunctionID, inv.TeamID, inv.Version, inv.Trigger, inv.ExecutionID, inv.Status, string(inv.Result), errText, inv.Logs,
 		created, ended, inv.DurationMs)
 	if isForeignKeyViolation(err) {
