@@ -19,7 +19,9 @@ import (
 	"time"
 
 	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/cron"
 	"github.com/pandastack/pandastack/internal/diskreserve"
+	"github.com/pandastack/pandastack/internal/functions"
 	"github.com/pandastack/pandastack/internal/quotas"
 	"github.com/pandastack/pandastack/internal/sandboxes"
 )
@@ -105,6 +107,10 @@ type Config struct {
 	// E2B serves E2B's wire protocol (internal/e2bcompat) on this port,
 	// ahead of everything else; nil: none.
 	E2B E2BServer
+	// Functions deploys and invokes serverless functions, Cron keeps their
+	// schedules (nil: those routes answer 503).
+	Functions *functions.Service
+	Cron      *cron.Service
 }
 
 // StorageStatus reads the host's VM filesystem: its size, free space and

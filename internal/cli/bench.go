@@ -67,6 +67,8 @@ func runBench(ctx context.Context, s *streams, args []string) (code int) {
 	maxN := p.fs.Int("max", 200, "with --density: the most sandboxes to start")
 	marginMiB := p.fs.Int("margin-mib", 6144, "with --density: stop before the host's MemAvailable falls below this")
 	idleWindow := p.fs.Int("idle-window", 10, "with --density: seconds over which idle CPU is measured")
+	functions := p.fs.Bool("functions", false, "instead: deploy hello-world functions and measure deploy, fresh and warm invocations (--n each), 20 at once, and --cron-runs of a per-second schedule")
+	cronRuns := p.fs.Int("cron-runs", 50, "with --functions: runs of the per-second schedule to measure (0: none)")
 	if _, code, ok := p.parse(s, args, 0); !ok {
 		return code
 	}
@@ -83,6 +85,14 @@ func runBench(ctx context.Context, s *streams, args []string) (code int) {
 		return benchCompare(s, *compare, cur, *threshold)
 	}
 	c := p.client.client()
+	if *functions {
+		res, err := benchFunctions(ctx, c, *n, *cronRuns, func(f string, a ...any) { fmt.Fprintf(s.err, f+"\n", a...) })
+		if err != nil {
+			return fail(s, err)
+		}
+		printJSON(s.out, res)
+		return 0
+	}
 	if *custom {
 		res, err := benchCustom(ctx, c, *tpl, s)
 		if err != nil {

@@ -43,6 +43,8 @@ func init() {
 		group("fs", "read, write and list files in a sandbox", fsCommands),
 		group("snapshot", "list and delete snapshots", snapshotCommands),
 		group("volume", "create, list and delete durable volumes", volumeCommands),
+		group("fn", "deploy, invoke, list and delete serverless functions", fnCommands),
+		group("cron", "schedule functions; list schedules and their runs", cronCommands),
 		{"machines", "list the team's service machines (sandbox create --lifetime service)", runMachines},
 		group("app", "create, deploy, roll back and delete git-driven apps", appCommands),
 		group("keys", "create, list, revoke and rotate API keys", keysCommands),

@@ -24,7 +24,9 @@ import (
 	"github.com/pandastack/pandastack/internal/apps"
 	"github.com/pandastack/pandastack/internal/ca"
 	"github.com/pandastack/pandastack/internal/cowfs"
+	"github.com/pandastack/pandastack/internal/cron"
 	"github.com/pandastack/pandastack/internal/diskreserve"
+	"github.com/pandastack/pandastack/internal/functions"
 	"github.com/pandastack/pandastack/internal/hostagent"
 	"github.com/pandastack/pandastack/internal/hostbench"
 	"github.com/pandastack/pandastack/internal/network"
@@ -159,6 +161,10 @@ type Server struct {
 	extraCA []byte
 	// apps hosts git-driven apps (apps.go).
 	apps *apps.Service
+	// fns and cron are serverless functions and their schedules
+	// (functions.go).
+	fns  *functions.Service
+	cron *cron.Service
 }
 
 // FindAgent locates the pandastack-guest binary: beside the running
@@ -339,6 +345,9 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.archive.ResumeExports(ctx)
 	s.openApps(ctx)
+	if err := s.openFunctions(ctx); err != nil {
+		s.log.Error("recover function invocations", "err", err)
+	}
 	ok = true
 	return s, nil
 }
@@ -411,7 +420,7 @@ func (s *Server) Handler() http.Handler {
 	return api.New(api.Config{Store: s.store, Engine: registry.Engine{Engine: s.sandboxEngine(), Registry: s.registry}, Builder: s.builder, Templates: s.registry, Logger: s.log,
 		Quotas: s.quotas, Storage: s.reserve, SandboxDomain: s.cfg.SandboxDomain, Network: s.apiNetwork(),
 		ProxySecret: s.proxySecret, Archive: s.archive, Hosts: s.hosts, CACert: s.caPEM(), Bench: s.bench, Apps: s.apps,
-		E2B: s.e2bServer()}).Handler()
+		E2B: s.e2bServer(), Functions: s.fns, Cron: s.cron}).Handler()
 }
 
 // Routes is the route table services register hostnames in (the HTTP
@@ -449,6 +458,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	// Removed VM files go back to the host's disk, not only to the image.
 	go s.cow.KeepTrimmed(bctx, s.log)
 	go s.collectVariants(bctx)
+	go func() { _ = s.cron.Run(bctx) }()
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	s.log.Info("serving", "addr", ln.Addr().String(), "data_dir", s.cfg.DataDir, "accel", s.probe.Accel)

@@ -1,0 +1,195 @@
+package cli
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	sdk "github.com/pandastack/pandastack/sdk/go"
+)
+
+// functionsBenchResult is what `pandastack bench --functions --json`
+// prints: the function product's figures, client measured.
+type functionsBenchResult struct {
+	Accel       string `json:"accel"`
+	Machine     string `json:"machine"`
+	Date        string `json:"date"`
+	Invocations int    `json:"invocations"`
+	// Deploy until invocable: the deploy call answers once the version
+	// serves (bundle unpacked, runtime started, handler loaded, snapshot).
+	DeployPythonMs float64 `json:"fn_deploy_python_ms"`
+	DeployNodeMs   float64 `json:"fn_deploy_node_ms"`
+	// Fresh invocations of hello-world handlers, one after another.
+	PythonFreshP50 float64 `json:"fn_python_fresh_p50_ms"`
+	PythonFreshP99 float64 `json:"fn_python_fresh_p99_ms"`
+	NodeFreshP50   float64 `json:"fn_node_fresh_p50_ms"`
+	NodeFreshP99   float64 `json:"fn_node_fresh_p99_ms"`
+	// Warm invocations (isolation warm, after a first call).
+	WarmP50 float64 `json:"fn_warm_p50_ms"`
+	WarmP99 float64 `json:"fn_warm_p99_ms"`
+	// 20 fresh invocations at once: until the last answered.
+	Parallel20Ms float64 `json:"fn_parallel20_ms"`
+	// A per-second schedule: how late runs started after their fire time.
+	CronRuns          int     `json:"cron_runs"`
+	CronLatenessP50Ms float64 `json:"cron_lateness_p50_ms"`
+	CronLatenessP99Ms float64 `json:"cron_lateness_p99_ms"`
+}
+
+const (
+	benchPyHandler   = "def handler(event, context):\n    return {'hello': event.get('name')}\n"
+	benchNodeHandler = "export async function handler(event) {\n  return { hello: event.name };\n}\n"
+)
+
+// benchFunctions deploys hello-world functions (removed at the end) and
+// measures them: n sequential invocations each, 20 at once, and cronRuns
+// runs of a per-second schedule.
+func benchFunctions(ctx context.Context, c *sdk.Client, n, cronRuns int, progress func(string, ...any)) (*functionsBenchResult, error) {
+	h, err := c.Health(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res := &functionsBenchResult{Accel: h.Accel, Machine: machine(), Date: time.Now().UTC().Format("2006-01-02"), Invocations: n, CronRuns: cronRuns}
+	tag := fmt.Sprintf("%d", time.Now().UnixNano()%1e6)
+	names := map[string]string{"python": "bench-py-" + tag, "node": "bench-node-" + tag, "warm": "bench-warm-" + tag}
+	defer func() {
+		for _, name := range names {
+			_ = c.DeleteFunction(context.WithoutCancel(ctx), name)
+		}
+	}()
+	deploy := func(key, runtime, handler, file, code, isolation string) (float64, error) {
+		bundle, err := tarGz(map[string]string{file: code})
+		if err != nil {
+			return 0, err
+		}
+		t0 := time.Now()
+		_, err = c.DeployFunction(ctx, sdk.FunctionConfig{Name: names[key], Runtime: runtime, Handler: handler, Isolation: isolation, MaxConcurrency: 20}, bundle)
+		return ms(time.Since(t0)), err
+	}
+	invoke := func(name string) (float64, error) {
+		t0 := time.Now()
+		r, err := c.InvokeFunction(ctx, name, json.RawMessage(`{"name":"bench"}`))
+		if err == nil && r.FunctionError != "" {
+			err = fmt.Errorf("invocation %s raised %s: %s", r.InvocationID, r.FunctionError, r.Error.Message)
+		}
+		return ms(time.Since(t0)), err
+	}
+	series := func(name string, n int) (p50, p99 float64, err error) {
+		var xs []float64
+		for range n {
+			d, err := invoke(name)
+			if err != nil {
+				return 0, 0, err
+			}
+			xs = append(xs, d)
+		}
+		return pct(xs, 50), pct(xs, 99), nil
+	}
+	progress("deploying python, node and warm python hello functions")
+	if res.DeployPythonMs, err = deploy("python", "python", "main.handler", "main.py", benchPyHandler, ""); err != nil {
+		return nil, fmt.Errorf("deploy python: %w", err)
+	}
+	if res.DeployNodeMs, err = deploy("node", "node", "index.handler", "index.mjs", benchNodeHandler, ""); err != nil {
+		return nil, fmt.Errorf("deploy node: %w", err)
+	}
+	if _, err = deploy("warm", "python", "main.handler", "main.py", benchPyHandler, "warm"); err != nil {
+		return nil, fmt.Errorf("deploy warm python: %w", err)
+	}
+	progress("%d fresh invocations each (python, node), then warm", n)
+	if res.PythonFreshP50, res.PythonFreshP99, err = series(names["python"], n); err != nil {
+		return nil, err
+	}
+	if res.NodeFreshP50, res.NodeFreshP99, err = series(names["node"], n); err != nil {
+		return nil, err
+	}
+	if _, err := invoke(names["warm"]); err != nil { // the first call starts the warm VM
+		return nil, err
+	}
+	if res.WarmP50, res.WarmP99, err = series(names["warm"], n); err != nil {
+		return nil, err
+	}
+	progress("20 fresh invocations at once")
+	t0 := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, 20)
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := invoke(names["python"]); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	res.Parallel20Ms = ms(time.Since(t0))
+	close(errs)
+	if err := <-errs; err != nil {
+		return nil, fmt.Errorf("parallel invocations: %w", err)
+	}
+	if cronRuns > 0 {
+		progress("%d runs of a per-second schedule", cronRuns)
+		if res.CronLatenessP50Ms, res.CronLatenessP99Ms, err = cronLateness(ctx, c, names["python"], cronRuns); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+// cronLateness schedules function every second (overlap allow) until
+// runs have started, then reports how late they started.
+func cronLateness(ctx context.Context, c *sdk.Client, function string, runs int) (p50, p99 float64, err error) {
+	sc, err := c.CreateSchedule(ctx, sdk.ScheduleParams{Function: function, Schedule: "* * * * * *", Overlap: "allow"})
+	if err != nil {
+		return 0, 0, err
+	}
+	defer c.DeleteSchedule(context.WithoutCancel(ctx), sc.ID)
+	deadline := time.Now().Add(time.Duration(runs)*time.Second + 2*time.Minute)
+	for {
+		rs, err := c.ScheduleRuns(ctx, sc.ID)
+		if err != nil {
+			return 0, 0, err
+		}
+		var late []float64
+		for _, r := range rs {
+			if r.StartedAt != nil {
+				late = append(late, ms(r.StartedAt.Sub(r.FireAt)))
+			}
+		}
+		if len(late) >= runs {
+			return pct(late, 50), pct(late, 99), nil
+		}
+		if time.Now().After(deadline) {
+			return 0, 0, fmt.Errorf("cron: %d of %d runs started in time", len(late), runs)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// tarGz packs files (name: content) as a tar.gz bundle.
+func tarGz(files map[string]string) ([]byte, error) {
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(gz)
+	for name, body := range files {
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg}); err != nil {
+			return nil, err
+		}
+		if _, err := tw.Write([]byte(body)); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	if err := gz.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}

@@ -1,0 +1,109 @@
+package functions
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/sandboxes"
+)
+
+// bake starts a microVM from template, unpacks the bundle and the shims
+// in it, starts the shim (which loads the handler) and, once the shim is
+// ready, snapshots the running VM. The VM is killed whatever happens.
+func (s *Service) bake(ctx context.Context, teamID, name, template string, memMiB int, b *bundle, cmd string, env map[string]string) (pandastack.Snapshot, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.DeployTimeout)
+	defer cancel()
+	t0 := time.Now()
+	ttl := int64(s.cfg.DeployTimeout/time.Second) + 60
+	sb, err := s.cfg.Sandboxes.Create(ctx, teamID, sandboxes.CreateParams{Template: template, TTLSeconds: &ttl, MemoryMiB: memMiB,
+		Metadata: map[string]string{"pandastack.function": name, "pandastack.function.role": "deploy", vmLabel: "1"}})
+	if err != nil {
+		return pandastack.Snapshot{}, fmt.Errorf("deploy function %s: start its VM: %w", name, err)
+	}
+	defer func() {
+		if err := s.cfg.Engine.Kill(context.WithoutCancel(ctx), sb.ID, pandastack.StateKilled); err != nil {
+			s.log.Error("kill a function's deploy VM", "sandbox", sb.ID, "err", err)
+		}
+	}()
+	g, err := s.cfg.Engine.Guest(ctx, sb.ID)
+	if err != nil {
+		return pandastack.Snapshot{}, fmt.Errorf("deploy function %s: reach its VM: %w", name, err)
+	}
+	const tarPath = "/tmp/pandastack-bundle.tar"
+	if _, err := g.WriteFile(ctx, tarPath, 0o600, bytes.NewReader(b.tar)); err != nil {
+		return pandastack.Snapshot{}, fmt.Errorf("deploy function %s: upload its bundle: %w", name, err)
+	}
+	if out, err := run(ctx, g, pandastack.ExecRequest{Cmd: "tar -xf " + tarPath + " -C / --no-same-owner && rm -f " + tarPath}); err != nil {
+		return pandastack.Snapshot{}, fmt.Errorf("deploy function %s: unpack its bundle: %w (%s)", name, err, out)
+	}
+	if _, err := g.Exec(ctx, pandastack.ExecRequest{Cmd: cmd, Env: env, Background: true}, nil, func(pandastack.ExecEvent) error { return nil }); err != nil {
+		return pandastack.Snapshot{}, fmt.Errorf("deploy function %s: start its runtime: %w", name, err)
+	}
+	tStarted := time.Now()
+	if err := waitLoaded(ctx, g); err != nil {
+		return pandastack.Snapshot{}, fmt.Errorf("deploy function %s: %w", name, err)
+	}
+	tLoaded := time.Now()
+	snap, err := s.cfg.Engine.Snapshot(ctx, sb.ID, "fn-"+name+"-"+newID("")[:12])
+	if err != nil {
+		return pandastack.Snapshot{}, fmt.Errorf("deploy function %s: snapshot its VM: %w", name, err)
+	}
+	s.log.Info("function baked", "name", name, "sandbox", sb.ID, "prepare_ms", tStarted.Sub(t0).Milliseconds(),
+		"load_ms", tLoaded.Sub(tStarted).Milliseconds(), "snapshot_ms", time.Since(tLoaded).Milliseconds())
+	return snap, nil
+}
+
+// waitLoaded waits for the shim to say the handler loaded ("ready") or
+// did not ("error", then EInvalid with what the runtime said).
+func waitLoaded(ctx context.Context, g pandastack.Guest) error {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if _, err := g.Stat(ctx, stateDir+"/ready"); err == nil {
+			return nil
+		}
+		var msg bytes.Buffer
+		if err := g.ReadFile(ctx, stateDir+"/error", &msg, nil); err == nil {
+			return pandastack.Errorf(pandastack.EInvalid, "the handler failed to load: %s", strings.TrimSpace(msg.String()))
+		}
+		select {
+		case <-ctx.Done():
+			var log bytes.Buffer
+			_ = g.ReadFile(context.WithoutCancel(ctx), stateDir+"/shim.log", &log, nil)
+			return pandastack.Errorf(pandastack.ETimeout, "the handler did not load in time: %s", lastLines(log.String(), 20))
+		case <-tick.C:
+		}
+	}
+}
+
+// run runs a command to its end and returns its output; a non-zero exit
+// is an error.
+func run(ctx context.Context, g pandastack.Guest, req pandastack.ExecRequest) (string, error) {
+	var out bytes.Buffer
+	res, err := g.Exec(ctx, req, nil, func(ev pandastack.ExecEvent) error {
+		if ev.Type == "stdout" || ev.Type == "stderr" {
+			_, _ = io.Copy(&out, bytes.NewReader(ev.Data))
+		}
+		return nil
+	})
+	if err != nil {
+		return out.String(), err
+	}
+	if res.ExitCode != 0 {
+		return out.String(), fmt.Errorf("exit code %d", res.ExitCode)
+	}
+	return out.String(), nil
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

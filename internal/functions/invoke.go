@@ -1,0 +1,235 @@
+package functions
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"time"
+
+	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/sandboxes"
+)
+
+// MaxLogBytes bounds the output kept per invocation.
+const MaxLogBytes = 1 << 20
+
+// InvokeOptions says how an invocation was asked for.
+type InvokeOptions struct {
+	// Async answers at once with the queued invocation; it runs in the
+	// background (poll GetInvocation).
+	Async bool
+	// Trigger is "api" (default) or "cron".
+	Trigger string
+	// ExecutionID is the stable id of a cron occurrence (context
+	// execution_id); ScheduledTime its time.
+	ExecutionID   string
+	ScheduledTime time.Time
+}
+
+// Invoke runs team's function name on event (JSON): in a fresh microVM
+// restored from the latest version's snapshot, killed afterwards. A full
+// queue is ERateLimited; a handler that raises is an Invocation with
+// Status failed and Error set (not a Go error).
+func (s *Service) Invoke(ctx context.Context, teamID, name string, event []byte, o InvokeOptions) (Invocation, error) {
+	if len(event) > MaxEventBytes {
+		return Invocation{}, pandastack.Errorf(pandastack.ETooLarge, "the event is %d bytes; at most %d are allowed", len(event), MaxEventBytes)
+	}
+	if len(bytes.TrimSpace(event)) == 0 {
+		event = []byte("null")
+	}
+	if !json.Valid(event) {
+		return Invocation{}, pandastack.Errorf(pandastack.EInvalid, "the request body must be JSON (the event)")
+	}
+	f, err := s.cfg.Store.GetFunction(ctx, teamID, name)
+	if err != nil {
+		return Invocation{}, err
+	}
+	wait, err := s.admit(f.ID, f.Latest.MaxConcurrency)
+	if err != nil {
+		return Invocation{}, err
+	}
+	if o.Trigger == "" {
+		o.Trigger = "api"
+	}
+	inv := Invocation{ID: newID("inv_"), FunctionID: f.ID, Function: f.Name, TeamID: teamID, Version: f.LatestVersion,
+		Trigger: o.Trigger, ExecutionID: o.ExecutionID, Status: StatusQueued, CreatedAt: time.Now().UTC()}
+	start := func(ctx context.Context) Invocation {
+		release, err := wait(ctx)
+		if err != nil {
+			s.finish(ctx, &inv, StatusError, nil, &FunctionError{Type: "NotRun", Message: pandastack.ErrorMessage(err)}, "")
+			return inv
+		}
+		defer release()
+		s.execute(ctx, f, &inv, event, o)
+		return inv
+	}
+	if err := s.cfg.Store.PutInvocation(ctx, inv); err != nil {
+		go func() { // give back the slot or queue place taken
+			if release, err := wait(context.WithoutCancel(ctx)); err == nil {
+				release()
+			}
+		}()
+		return Invocation{}, err
+	}
+	if o.Async {
+		s.async.Add(1)
+		go func() {
+			defer s.async.Done()
+			start(context.WithoutCancel(ctx))
+		}()
+		return inv, nil
+	}
+	return start(ctx), nil
+}
+
+// execute runs inv and records how it ended.
+func (s *Service) execute(ctx context.Context, f Function, inv *Invocation, event []byte, o InvokeOptions) {
+	log := s.log.With("function", f.Name, "invocation", inv.ID)
+	inv.Status = StatusRunning
+	if err := s.cfg.Store.PutInvocation(ctx, *inv); err != nil {
+		log.Error("record invocation", "err", err)
+	}
+	v := f.Latest
+	t0 := time.Now()
+	warm := v.Isolation == IsolationWarm
+	sbID, expires := "", time.Time{}
+	if warm {
+		sbID = s.takeWarm(ctx, f.ID, v.SnapshotID, v.Timeout)
+	}
+	if sbID == "" {
+		ttl := int64((v.Timeout+time.Minute)/time.Second) + 60
+		if warm {
+			ttl = int64(warmTTL / time.Second)
+		}
+		expires = time.Now().Add(time.Duration(ttl) * time.Second)
+		meta := map[string]string{"pandastack.function": f.Name, "pandastack.invocation": inv.ID, vmLabel: "1"}
+		if warm {
+			meta["pandastack.function.isolation"] = IsolationWarm
+		}
+		sb, err := s.cfg.Sandboxes.Create(ctx, inv.TeamID, sandboxes.CreateParams{Snapshot: v.SnapshotID, TTLSeconds: &ttl, Metadata: meta})
+		if err != nil {
+			log.Error("start invocation VM", "err", err)
+			s.finish(ctx, inv, StatusError, nil, &FunctionError{Type: "StartFailed", Message: "could not start the function's VM: " + pandastack.ErrorMessage(err)}, "")
+			inv.Err = err
+			return
+		}
+		sbID = sb.ID
+	} else {
+		expires = time.Now().Add(warmTTL) // an upper bound; takeWarm re-checks
+	}
+	keep := false
+	defer func() {
+		// A fresh VM, or a warm one that timed out or failed, is killed:
+		// that ends the handler and every process it started.
+		if keep && s.putWarm(f.ID, v.SnapshotID, sbID, expires, v.MaxConcurrency) {
+			return
+		}
+		if err := s.cfg.Engine.Kill(context.WithoutCancel(ctx), sbID, pandastack.StateKilled); err != nil {
+			log.Error("kill invocation VM", "sandbox", sbID, "err", err)
+		}
+	}()
+	tStarted := time.Now()
+	defer func() {
+		log.Info("invocation ended", "status", inv.Status, "sandbox", sbID, "isolation", v.Isolation, "restore_ms", tStarted.Sub(t0).Milliseconds(),
+			"call_ms", time.Since(tStarted).Milliseconds())
+	}()
+	deadline := time.Now().Add(v.Timeout)
+	cctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	reply, err := call(cctx, s.cfg.Engine, sbID, event, map[string]any{
+		"invocation_id": inv.ID, "function_name": f.Name, "function_version": f.LatestVersion, "trigger": inv.Trigger,
+		"execution_id": o.ExecutionID, "scheduled_time": scheduled(o.ScheduledTime), "deadline_ms": deadline.UnixMilli(),
+	})
+	switch {
+	case err != nil && !time.Now().Before(deadline) && ctx.Err() == nil:
+		s.finish(ctx, inv, StatusTimedOut, nil, &FunctionError{Type: "Timeout",
+			Message: fmt.Sprintf("the function did not return within its timeout of %s; its VM was killed", v.Timeout)}, "")
+	case err != nil:
+		log.Error("invoke", "sandbox", sbID, "err", err)
+		s.finish(ctx, inv, StatusError, nil, &FunctionError{Type: "InvokeFailed", Message: "the function's runtime did not answer: " + err.Error()}, "")
+	case reply.OK:
+		keep = warm
+		s.finish(ctx, inv, StatusSucceeded, reply.Result, nil, reply.Logs)
+	default:
+		keep = warm
+		s.finish(ctx, inv, StatusFailed, nil, reply.Error, reply.Logs)
+	}
+}
+
+func scheduled(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+// finish records how inv ended.
+func (s *Service) finish(ctx context.Context, inv *Invocation, status string, result json.RawMessage, ferr *FunctionError, logs string) {
+	now := time.Now().UTC()
+	if len(logs) > MaxLogBytes {
+		logs = logs[len(logs)-MaxLogBytes:]
+	}
+	inv.Status, inv.Result, inv.Error, inv.Logs, inv.EndedAt = status, result, ferr, logs, &now
+	inv.DurationMs = now.Sub(inv.CreatedAt).Milliseconds()
+	if err := s.cfg.Store.PutInvocation(context.WithoutCancel(ctx), *inv); err != nil {
+		s.log.Error("record invocation", "invocation", inv.ID, "err", err)
+	}
+}
+
+// shimReply is what the shim answers an invocation with (one JSON line;
+// the request is one line too: {"event", "context"}).
+type shimReply struct {
+	OK     bool            `json:"ok"`
+	Result json.RawMessage `json:"result"`
+	Error  *FunctionError  `json:"error"`
+	Logs   string          `json:"logs"`
+}
+
+// call hands event and the context to the shim in sandbox id and reads
+// its reply, within ctx's deadline.
+func call(ctx context.Context, engine pandastack.Engine, id string, event []byte, fnctx map[string]any) (shimReply, error) {
+	var reply shimReply
+	g, err := engine.Guest(ctx, id)
+	if err != nil {
+		return reply, fmt.Errorf("reach the VM: %w", err)
+	}
+	conn, err := g.DialPort(ctx, shimPort)
+	if err != nil {
+		return reply, fmt.Errorf("dial the runtime: %w", err)
+	}
+	defer conn.Close()
+	if d, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(d)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
+	defer stop()
+	line, err := json.Marshal(map[string]any{"event": json.RawMessage(event), "context": fnctx})
+	if err != nil {
+		return reply, err
+	}
+	if _, err := conn.Write(append(line, '\n')); err != nil {
+		return reply, deadlineErr(ctx, fmt.Errorf("send the event: %w", err))
+	}
+	data, err := bufio.NewReaderSize(io.LimitReader(conn, MaxEventBytes+2*MaxLogBytes), 64<<10).ReadBytes('\n')
+	if err != nil && !(errors.Is(err, io.EOF) && len(data) > 0) {
+		return reply, deadlineErr(ctx, fmt.Errorf("read the reply: %w", err))
+	}
+	if err := json.Unmarshal(data, &reply); err != nil {
+		return reply, fmt.Errorf("decode the reply: %w", err)
+	}
+	return reply, nil
+}
+
+func deadlineErr(ctx context.Context, err error) error {
+	var ne net.Error
+	if ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+		return errors.Join(ctx.Err(), err)
+	}
+	return err
+}

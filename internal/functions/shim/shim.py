@@ -1,0 +1,81 @@
+# PandaStack function shim for Python: imports the handler once (before
+# the function's snapshot is taken), then serves invocations on a TCP port
+# on the guest's loopback: one connection per invocation, one JSON line
+# each way ({"event", "context"} in; {"ok", "result" | "error", "logs"}
+# out). Few modules, so little to load and, under TCG, to translate.
+# Usage: shim.py DIR FILE FUNCTION PORT STATEDIR
+import contextlib
+import importlib.util
+import io
+import json
+import os
+import socket
+import sys
+import time
+import traceback
+
+code_dir, file, func, port, state = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
+
+
+def fail(msg):
+    with open(os.path.join(state, "error"), "w") as f:
+        f.write(msg)
+    sys.exit(1)
+
+
+path = os.path.join(code_dir, file + ".py")
+if not os.path.isfile(path):
+    fail("handler file %s.py not found in the bundle" % file)
+sys.path.insert(0, code_dir)
+os.chdir(code_dir)
+try:
+    spec = importlib.util.spec_from_file_location(file.replace("/", "."), path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+except BaseException:
+    fail(traceback.format_exc())
+handler = getattr(mod, func, None)
+if not callable(handler):
+    fail("%s.py has no function %s" % (file, func))
+
+
+class Context:
+    """What a handler gets as its second argument."""
+
+    def __init__(self, d):
+        self.invocation_id = d.get("invocation_id", "")
+        self.function_name = d.get("function_name", "")
+        self.function_version = d.get("function_version", 0)
+        self.trigger = d.get("trigger", "api")
+        self.execution_id = d.get("execution_id", "")
+        self.scheduled_time = d.get("scheduled_time", "")
+        self.deadline_ms = d.get("deadline_ms", 0)
+
+    def get_remaining_time_in_millis(self):
+        return max(0, int(self.deadline_ms - time.time() * 1000))
+
+
+def invoke(line):
+    out = io.StringIO()
+    try:
+        req = json.loads(line)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+            result = handler(req.get("event"), Context(req.get("context") or {}))
+        return json.dumps({"ok": True, "result": result, "logs": out.getvalue()})
+    except BaseException as e:
+        err = {"type": type(e).__name__, "message": str(e), "stack": traceback.format_exc()}
+        return json.dumps({"ok": False, "error": err, "logs": out.getvalue()})
+
+
+srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+srv.bind(("127.0.0.1", port))
+srv.listen(16)
+open(os.path.join(state, "ready"), "w").close()
+while True:
+    conn, _ = srv.accept()
+    with conn, conn.makefile("rwb") as f:
+        reply = invoke(f.readline())
+        f.write(reply.encode() + b"\n")
+        f.flush()

@@ -1,0 +1,27 @@
+package server
+
+import (
+	"context"
+
+	"github.com/pandastack/pandastack/internal/api"
+	"github.com/pandastack/pandastack/internal/cron"
+	"github.com/pandastack/pandastack/internal/functions"
+	"github.com/pandastack/pandastack/internal/sandboxes"
+	"github.com/pandastack/pandastack/internal/templates/registry"
+)
+
+// openFunctions assembles the functions product and its cron over the
+// engine: invocations are sandboxes (counted against the team's quotas)
+// restored from each version's snapshot. Invocations a previous run left
+// unfinished are marked as errors (their VMs ended with it).
+func (s *Server) openFunctions(ctx context.Context) error {
+	engine := registry.Engine{Engine: s.engine, Registry: s.registry}
+	sbx := sandboxes.New(sandboxes.Config{Store: s.store, Engine: engine, Logger: s.log, Quotas: s.quotas})
+	s.fns = functions.New(functions.Config{Store: s.store, Sandboxes: sbx, Engine: engine, Secrets: s.secrets, Records: s.store,
+		Logger: s.log.With("component", "functions"), Routes: s.routes, Domain: s.domain(), StatusFor: api.StatusForCode})
+	s.cron = cron.New(cron.Config{Store: s.store, Invoker: s.fns, Logger: s.log.With("component", "cron")})
+	if err := s.fns.RouteAll(ctx); err != nil {
+		return err
+	}
+	return s.fns.Recover(ctx)
+}
