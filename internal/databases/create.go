@@ -1,0 +1,69 @@
+package databases
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/sandboxes"
+)
+
+// Create makes database name for teamID and answers once a query with its
+// credentials went through the router. A taken name is EConflict; the
+// router off is EUnavailable. Whatever fails on the way is removed: no
+// record, machine or route is left.
+func (s *Service) Create(ctx context.Context, teamID, name string) (Info, error) {
+	if err := checkName(name); err != nil {
+		return Info{}, err
+	}
+	if addr, _ := s.router(); addr == "" {
+		return Info{}, pandastack.Errorf(pandastack.EUnavailable, "databases are off on this server: start it with --db-listen")
+	}
+	password := newPassword()
+	d := pandastack.Database{ID: newID(), TeamID: teamID, Name: name, State: pandastack.DatabaseCreating,
+		User: name + "_owner", DBName: name, CreatedAt: time.Now().UTC()}
+	sealed, err := s.cfg.Secrets.Seal(password, passwordAAD(d.ID))
+	if err != nil {
+		return Info{}, fmt.Errorf("seal database password: %w", err)
+	}
+	d.PasswordSealed = sealed
+	// The record first: a taken name fails before any machine starts.
+	if err := s.cfg.Store.CreateDatabase(ctx, d); err != nil {
+		return Info{}, err
+	}
+	log := s.log.With("database", d.ID, "team", teamID)
+	ok := false
+	defer func() {
+		if !ok {
+			s.discard(ctx, d)
+		}
+	}()
+	t0 := time.Now()
+	sb, err := s.cfg.Sandboxes.Create(ctx, teamID, sandboxes.CreateParams{Template: Template, Lifetime: string(pandastack.LifetimeService),
+		Metadata: map[string]string{"pandastack.database": d.ID}})
+	if err != nil {
+		return Info{}, fmt.Errorf("create database %s: %w", name, err)
+	}
+	d.MachineID = sb.ID
+	if err := s.cfg.Store.UpdateDatabase(ctx, d.ID, d.State, d.MachineID); err != nil {
+		return Info{}, err
+	}
+	tMachine := time.Since(t0)
+	if err := s.setup(ctx, d, password); err != nil {
+		return Info{}, fmt.Errorf("create database %s: %w", name, err)
+	}
+	if err := s.register(d); err != nil {
+		return Info{}, err
+	}
+	if err := s.probe(ctx, d, password); err != nil {
+		return Info{}, fmt.Errorf("create database %s: first query through the router: %w", name, err)
+	}
+	d.State = pandastack.DatabaseReady
+	if err := s.cfg.Store.UpdateDatabase(ctx, d.ID, d.State, d.MachineID); err != nil {
+		return Info{}, err
+	}
+	ok = true
+	log.Info("database created", "machine", d.MachineID, "machine_ms", tMachine.Milliseconds(), "total_ms", time.Since(t0).Milliseconds())
+	return s.info(d, StateRunning, password), nil
+}
