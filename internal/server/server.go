@@ -22,6 +22,7 @@ import (
 	"github.com/pandastack/pandastack/internal/api"
 	"github.com/pandastack/pandastack/internal/ca"
 	"github.com/pandastack/pandastack/internal/cowfs"
+	"github.com/pandastack/pandastack/internal/databases"
 	"github.com/pandastack/pandastack/internal/diskreserve"
 	"github.com/pandastack/pandastack/internal/hostagent"
 	"github.com/pandastack/pandastack/internal/hostbench"
@@ -100,6 +101,16 @@ type Config struct {
 	// MaxBuildsPerTeam caps the custom template builds a team (any key but
 	// an admin's) runs at once (0: registry.DefaultMaxBuildsPerTeam).
 	MaxBuildsPerTeam int
+
+	// DBListen, when set, is the address of the database router
+	// (internal/pgrouter): PostgreSQL clients of every database on one
+	// port. Empty: databases cannot be created.
+	DBListen string
+	// DBDomain is the parent of databases' host names (<id>.DBDomain;
+	// default db.SandboxDomain), under SandboxDomain.
+	DBDomain string
+	// DBReady, if set, is called with the database router's address.
+	DBReady func(addr string)
 }
 
 // Server is a running single-node PandaStack.
@@ -145,6 +156,9 @@ type Server struct {
 	// (database passwords, app and function env) before it reaches the
 	// store; its key is DATA/secret.key.
 	secrets *secrets.Box
+
+	// databases is the managed PostgreSQL service (internal/databases).
+	databases *databases.Service
 }
 
 // FindAgent locates the pandastack-guest binary: beside the running
@@ -321,6 +335,12 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.archive.ResumeExports(ctx)
+	if err := s.openDatabases(ctx); err != nil {
+		_ = s.agent.Close(ctx, false)
+		s.engine.Wait()
+		s.closeNetwork()
+		return nil, err
+	}
 	ok = true
 	return s, nil
 }
@@ -392,7 +412,8 @@ func (s *Server) setBuild(name, st string) {
 func (s *Server) Handler() http.Handler {
 	return api.New(api.Config{Store: s.store, Engine: registry.Engine{Engine: s.engine, Registry: s.registry}, Builder: s.builder, Templates: s.registry, Logger: s.log,
 		Quotas: s.quotas, Storage: s.reserve, SandboxDomain: s.cfg.SandboxDomain, Network: s.apiNetwork(),
-		ProxySecret: s.proxySecret, Archive: s.archive, Hosts: s.hosts, CACert: s.caPEM(), Bench: s.bench}).Handler()
+		ProxySecret: s.proxySecret, Archive: s.archive, Hosts: s.hosts, CACert: s.caPEM(), Bench: s.bench,
+		Databases: s.databases}).Handler()
 }
 
 // Routes is the route table services register hostnames in (the HTTP
@@ -424,6 +445,21 @@ func (s *Server) Serve(ctx context.Context) error {
 			s.cfg.TLSReady(addr)
 		}
 	}
+	stopDB := func() {}
+	if s.cfg.DBListen != "" {
+		addr, stop, err := s.serveDatabases()
+		if err != nil {
+			stopTLS()
+			ln.Close()
+			s.Close(context.Background())
+			return err
+		}
+		stopDB = stop
+		s.log.Info("serving databases", "addr", addr, "domain", s.dbDomain())
+		if s.cfg.DBReady != nil {
+			s.cfg.DBReady(addr)
+		}
+	}
 	bctx, cancelBuilds := context.WithCancel(ctx)
 	defer cancelBuilds()
 	go func() { _ = s.BuildTemplates(bctx, s.cfg.Templates) }()
@@ -443,6 +479,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		_ = srv.Shutdown(sctx)
 		cancel()
 	}
+	stopDB()
 	stopTLS()
 	cancelBuilds()
 	return errors.Join(err, s.Close(context.Background()))
