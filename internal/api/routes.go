@@ -67,6 +67,12 @@ var routeTable = []route{
 	{"GET", "/v1/volumes", team, (*Server).listVolumes},
 	{"GET", "/v1/volumes/{id}", team, (*Server).getVolume},
 	{"DELETE", "/v1/volumes/{id}", team, (*Server).deleteVolume},
+	{"POST", "/v1/databases", team, (*Server).createDatabase},
+	{"GET", "/v1/databases", team, (*Server).listDatabases},
+	{"GET", "/v1/databases/{id}", team, (*Server).getDatabase},
+	{"DELETE", "/v1/databases/{id}", team, (*Server).deleteDatabase},
+	{"POST", "/v1/databases/{id}/hibernate", team, (*Server).hibernateDatabase},
+	{"POST", "/v1/databases/{id}/wake", team, (*Server).wakeDatabase},
 
 	{"POST", "/v1/sandboxes/{id}/exec", team, (*Server).exec},
 	{"POST", "/v1/sandboxes/{id}/ping", team, (*Server).ping},

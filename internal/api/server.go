@@ -100,6 +100,9 @@ type Config struct {
 	// for `pandastack bench` (admin routes under /v1/admin/bench; nil:
 	// they answer 503).
 	Bench HostBench
+	// Databases is the managed PostgreSQL service (nil: the database
+	// routes answer 503).
+	Databases Databases
 }
 
 // StorageStatus reads the host's VM filesystem: its size, free space and
