@@ -1,0 +1,226 @@
+package e2e
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	sdk "github.com/pandastack/pandastack/sdk/go"
+)
+
+// psqlRun runs the host's psql (Debian's postgresql-client) against the
+// suite server's database router: host gives libpq the SNI name,
+// hostaddr the router's address. It returns stdout, stderr and whether
+// psql succeeded.
+func psqlRun(t *testing.T, conninfo, password, sql string) (string, string, bool) {
+	t.Helper()
+	host, port, _ := net.SplitHostPort(main.dbAddr)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "psql", "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1",
+		"-d", conninfo+" hostaddr="+host+" port="+port+" connect_timeout=120", "-c", sql)
+	cmd.Env = append(os.Environ(), "PGPASSWORD="+password, "PGCONNECT_TIMEOUT=120")
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	return strings.TrimSpace(out.String()), errb.String(), err == nil
+}
+
+// mustPsql runs sql as the database's tenant through the router with
+// sslmode=verify-full against the server's CA, and returns its output.
+func mustPsql(t *testing.T, d *sdk.Database, sql string) string {
+	t.Helper()
+	conninfo := "host=" + d.Host + " user=" + d.User + " dbname=" + d.Database +
+		" sslmode=verify-full sslrootcert=" + filepath.Join(main.dataDir, "ca", "ca.pem")
+	out, stderr, ok := psqlRun(t, conninfo, d.Password, sql)
+	if !ok {
+		t.Fatalf("psql %q: %s", sql, stderr)
+	}
+	return out
+}
+
+// pgxConfig is d's connection URI for pgx, dialled at the router; sni
+// false connects by IP (no SNI), so options=endpoint must name it.
+func pgxConfig(t *testing.T, d *sdk.Database, extra string) *pgx.ConnConfig {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(d.ConnectionURI + extra)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pem, err := os.ReadFile(filepath.Join(main.dataDir, "ca", "ca.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(pem)
+	next := cfg.TLSConfig.NextProtos // direct SSL's ALPN, set by pgx
+	cfg.TLSConfig = &tls.Config{ServerName: d.Host, RootCAs: roots, NextProtos: next}
+	cfg.LookupFunc = func(context.Context, string) ([]string, error) { return []string{d.Host}, nil }
+	cfg.DialFunc = func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var dl net.Dialer
+		return dl.DialContext(ctx, "tcp", main.dbAddr)
+	}
+	cfg.Fallbacks = nil
+	return cfg
+}
+
+func pgxQuery(t *testing.T, cfg *pgx.ConnConfig, sql string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close(context.Background())
+	var s string
+	err = conn.QueryRow(ctx, sql).Scan(&s)
+	return s, err
+}
+
+// TestDatabases: a team creates a database and reaches it through the
+// router with psql and pgx; its role is no superuser but creates pgvector;
+// bad credentials, unknown names and plain text are refused with
+// PostgreSQL errors; names are unique per team and another team sees
+// nothing; hibernation keeps the data and a connection wakes it; delete
+// frees the machine and the route.
+func TestDatabases(t *testing.T) {
+	needTemplate(t, "postgres")
+	ctx := context.Background()
+	c := teamClient(t, "db-owner")
+	other := teamClient(t, "db-other")
+
+	t0 := time.Now()
+	d, err := c.CreateDatabase(ctx, "orders")
+	if err != nil {
+		t.Fatalf("create database: %v\n%s", err, main.tail())
+	}
+	t.Logf("create answered in %v (first query through the router included)", time.Since(t0))
+	deleted := false
+	t.Cleanup(func() {
+		if !deleted {
+			_ = c.DeleteDatabase(context.Background(), d.ID)
+		}
+	})
+	_, port, _ := net.SplitHostPort(main.dbAddr)
+	if d.State != "running" || d.Host != d.ID+".db.localhost" || d.User != "orders_owner" || d.Database != "orders" ||
+		d.Password == "" || !strings.HasSuffix(main.dbAddr, ":"+strconv.Itoa(d.Port)) {
+		t.Fatalf("created %+v (router %s)", d, main.dbAddr)
+	}
+	if want := "postgres://orders_owner:" + d.Password + "@" + d.Host + ":" + port + "/orders?sslmode=require"; d.ConnectionURI != want {
+		t.Fatalf("connection_uri %s, want %s", d.ConnectionURI, want)
+	}
+
+	t.Run("psql through the router, verify-full", func(t *testing.T) {
+		if got := mustPsql(t, d, "select current_user || ' ' || current_database() || ' ' || (select rolsuper from pg_roles where rolname = current_user)"); got != "orders_owner orders false" {
+			t.Fatalf("got %q", got)
+		}
+	})
+	t.Run("extensions as the tenant role", func(t *testing.T) {
+		got := mustPsql(t, d, "create extension vector; create extension pg_trgm; create extension pgcrypto; "+
+			"create table items (id int primary key, embedding vector(3)); "+
+			"insert into items values (1, '[1,2,3]'), (2, '[3,1,2]'); "+
+			"select id from items order by embedding <-> '[3,1,2]' limit 1")
+		if got != "2" {
+			t.Fatalf("nearest neighbour %q", got)
+		}
+	})
+	t.Run("pgx by sni, by options and by direct ssl", func(t *testing.T) {
+		for name, extra := range map[string]string{"sni": "", "direct ssl": "&sslnegotiation=direct"} {
+			if got, err := pgxQuery(t, pgxConfig(t, d, extra), "select current_database()"); err != nil || got != "orders" {
+				t.Fatalf("%s: %q %v", name, got, err)
+			}
+		}
+		// An IP address as host: no SNI, so the options name the database.
+		cfg, err := pgx.ParseConfig("postgres://" + d.User + ":" + d.Password + "@" + main.dbAddr + "/orders?sslmode=require&options=endpoint%3D" + d.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Fallbacks = nil
+		if got, err := pgxQuery(t, cfg, "select count(*)::text from items"); err != nil || got != "2" {
+			t.Fatalf("options=endpoint: %q %v", got, err)
+		}
+	})
+	t.Run("refusals are PostgreSQL errors", func(t *testing.T) {
+		for _, tc := range []struct{ name, conninfo, password, want string }{
+			{"wrong password", "host=" + d.Host + " user=orders_owner dbname=orders sslmode=require", "not-the-password", `password authentication failed for user "orders_owner"`},
+			{"unknown database", "host=db-00000000000000000000.db.localhost user=orders_owner dbname=orders sslmode=require", d.Password, "database db-00000000000000000000 does not exist"},
+			{"plain text", "host=" + d.Host + " user=orders_owner dbname=orders sslmode=disable", d.Password, "connection is insecure (try using sslmode=require)"},
+		} {
+			_, stderr, ok := psqlRun(t, tc.conninfo, tc.password, "select 1")
+			if ok || !strings.Contains(stderr, tc.want) {
+				t.Errorf("%s: ok=%v stderr %q; want an error saying %q", tc.name, ok, stderr, tc.want)
+			}
+		}
+	})
+	t.Run("names are unique per team; another team sees nothing", func(t *testing.T) {
+		if _, err := c.CreateDatabase(ctx, "orders"); !errors.Is(err, sdk.ErrConflict) {
+			t.Fatalf("same name again: %v, want conflict", err)
+		}
+		if _, err := other.GetDatabase(ctx, d.ID); !errors.Is(err, sdk.ErrNotFound) {
+			t.Fatalf("another team's get: %v, want not found", err)
+		}
+		if _, err := other.HibernateDatabase(ctx, d.ID); !errors.Is(err, sdk.ErrNotFound) {
+			t.Fatalf("another team's hibernate: %v, want not found", err)
+		}
+		if err := other.DeleteDatabase(ctx, d.ID); !errors.Is(err, sdk.ErrNotFound) {
+			t.Fatalf("another team's delete: %v, want not found", err)
+		}
+		if list, err := other.ListDatabases(ctx); err != nil || len(list) != 0 {
+			t.Fatalf("another team's list: %v %v", list, err)
+		}
+		list, err := c.ListDatabases(ctx)
+		if err != nil || len(list) != 1 || list[0].ID != d.ID || list[0].Password != "" || list[0].ConnectionURI != "" {
+			t.Fatalf("own list (no credentials): %+v %v", list, err)
+		}
+		if _, err := c.CreateDatabase(ctx, "Bad Name"); !errors.Is(err, sdk.ErrInvalid) {
+			t.Fatalf("bad name: %v, want invalid_argument", err)
+		}
+	})
+	t.Run("hibernate, then a connection wakes it with its data", func(t *testing.T) {
+		h, err := c.HibernateDatabase(ctx, d.ID)
+		if err != nil || h.State != "hibernated" {
+			t.Fatalf("hibernate: %+v %v", h, err)
+		}
+		t1 := time.Now()
+		if got := mustPsql(t, d, "select count(*) from items"); got != "2" {
+			t.Fatalf("after wake: %q rows", got)
+		}
+		t.Logf("first query after hibernate (wake included) in %v", time.Since(t1))
+		if g, err := c.GetDatabase(ctx, d.ID); err != nil || g.State != "running" || g.Password != d.Password {
+			t.Fatalf("after wake: %+v %v", g, err)
+		}
+		if _, err := c.HibernateDatabase(ctx, d.ID); err != nil {
+			t.Fatal(err)
+		}
+		if w, err := c.WakeDatabase(ctx, "orders"); err != nil || w.State != "running" {
+			t.Fatalf("wake by name: %+v %v", w, err)
+		}
+	})
+	t.Run("delete frees the machine and the route", func(t *testing.T) {
+		if err := c.DeleteDatabase(ctx, d.ID); err != nil {
+			t.Fatal(err)
+		}
+		deleted = true
+		if _, err := c.GetDatabase(ctx, d.ID); !errors.Is(err, sdk.ErrNotFound) {
+			t.Fatalf("get after delete: %v", err)
+		}
+		if sb, err := c.GetSandbox(ctx, d.MachineID); err == nil && sb.Live() {
+			t.Fatalf("machine %s still %s", sb.ID, sb.State)
+		}
+		_, stderr, ok := psqlRun(t, "host="+d.Host+" user=orders_owner dbname=orders sslmode=require", d.Password, "select 1")
+		if ok || !strings.Contains(stderr, "does not exist") {
+			t.Fatalf("after delete: ok=%v %s", ok, stderr)
+		}
+	})
+}
