@@ -50,12 +50,15 @@ func (s *Service) Create(ctx context.Context, teamID, name string) (Info, error)
 		return Info{}, err
 	}
 	tMachine := time.Since(t0)
+	t1 := time.Now()
 	if err := s.setup(ctx, d, password); err != nil {
 		return Info{}, fmt.Errorf("create database %s: %w", name, err)
 	}
+	tSetup := time.Since(t1)
 	if err := s.register(d); err != nil {
 		return Info{}, err
 	}
+	t2 := time.Now()
 	if err := s.probe(ctx, d, password); err != nil {
 		return Info{}, fmt.Errorf("create database %s: first query through the router: %w", name, err)
 	}
@@ -64,6 +67,7 @@ func (s *Service) Create(ctx context.Context, teamID, name string) (Info, error)
 		return Info{}, err
 	}
 	ok = true
-	log.Info("database created", "machine", d.MachineID, "machine_ms", tMachine.Milliseconds(), "total_ms", time.Since(t0).Milliseconds())
+	log.Info("database created", "machine", d.MachineID, "machine_ms", tMachine.Milliseconds(),
+		"setup_ms", tSetup.Milliseconds(), "probe_ms", time.Since(t2).Milliseconds(), "total_ms", time.Since(t0).Milliseconds())
 	return s.info(d, StateRunning, password), nil
 }
