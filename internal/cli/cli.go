@@ -43,6 +43,7 @@ func init() {
 		group("fs", "read, write and list files in a sandbox", fsCommands),
 		group("snapshot", "list and delete snapshots", snapshotCommands),
 		group("volume", "create, list and delete durable volumes", volumeCommands),
+		group("db", "create, list, hibernate, wake and delete managed PostgreSQL databases", dbCommands),
 		{"machines", "list the team's service machines (sandbox create --lifetime service)", runMachines},
 		group("keys", "create, list, revoke and rotate API keys", keysCommands),
 		group("quotas", "show and change a team's limits", quotaCommands),
