@@ -1,32 +1,26 @@
 package databases
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"fmt"
+	"net"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/pandastack/pandastack"
 )
 
-// hbaConf replaces the template's trust-everything pg_hba.conf in a
-// database's machine: over TCP (which is how the router reaches it) every
-// role logs in with its password; the postgres superuser only over the
-// local socket, as the postgres OS user.
-const hbaConf = `# PandaStack managed database (internal/databases): passwords over TCP.
-local   all   postgres                  peer
-host    all   all        127.0.0.1/32   scram-sha-256
-host    all   all        ::1/128        scram-sha-256
-`
-
-// setupScript runs as root in the machine: it writes hbaConf, then runs
-// the SQL on its standard input as the postgres superuser, which reloads
-// the configuration last.
-const setupScript = `set -e
-cat > /etc/postgresql/17/main/pg_hba.conf <<'PANDASTACK_HBA'
-` + hbaConf + `PANDASTACK_HBA
-exec runuser -u postgres -- psql -X -q -v ON_ERROR_STOP=1 -d postgres`
+// hbaLines replace the template's trust-everything pg_hba.conf in a
+// database's machine: over TCP (how the router reaches it) every role
+// logs in with its password; the postgres superuser only over the local
+// socket, as the postgres OS user.
+var hbaLines = []string{
+	"# PandaStack managed database (internal/databases): passwords over TCP.",
+	"local   all   postgres                  peer",
+	"host    all   all        127.0.0.1/32   scram-sha-256",
+	"host    all   all        ::1/128        scram-sha-256",
+}
 
 // quoteIdent quotes a PostgreSQL identifier.
 func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
@@ -35,15 +29,31 @@ func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`)
 func quoteLiteral(s string) string { return `'` + strings.ReplaceAll(s, `'`, `''`) + `'` }
 
 // setupSQL makes the tenant's role (from its SCRAM verifier) and its
-// database, and reloads pg_hba.conf.
-func setupSQL(user, verifier, db string) string {
-	return fmt.Sprintf(`CREATE ROLE %s LOGIN PASSWORD %s;
-CREATE DATABASE %s OWNER %s;
-SELECT pg_reload_conf();
-`, quoteIdent(user), quoteLiteral(verifier), quoteIdent(db), quoteIdent(user))
+// database.
+func setupSQL(user, verifier, db string) []string {
+	return []string{
+		fmt.Sprintf("CREATE ROLE %s LOGIN PASSWORD %s", quoteIdent(user), quoteLiteral(verifier)),
+		fmt.Sprintf("CREATE DATABASE %s OWNER %s", quoteIdent(db), quoteIdent(user)),
+	}
 }
 
-// setup configures a fresh machine for database d with password.
+// hbaSQL writes hbaLines over the server's hba_file (one COPY row per
+// line: none holds a tab or a backslash) and reloads the configuration.
+func hbaSQL(hbaFile string) []string {
+	quoted := make([]string, len(hbaLines))
+	for i, l := range hbaLines {
+		quoted[i] = quoteLiteral(l)
+	}
+	return []string{
+		fmt.Sprintf("COPY (SELECT unnest(ARRAY[%s])) TO %s", strings.Join(quoted, ", "), quoteLiteral(hbaFile)),
+		"SELECT pg_reload_conf()",
+	}
+}
+
+// setup configures a fresh machine for database d with password: as the
+// postgres superuser, whom the template still trusts on the machine's
+// loopback (reached through the guest agent, no process started in the
+// guest), it makes the role and the database, then turns that trust off.
 func (s *Service) setup(ctx context.Context, d pandastack.Database, password string) error {
 	salt := make([]byte, 16)
 	_, _ = rand.Read(salt)
@@ -51,24 +61,33 @@ func (s *Service) setup(ctx context.Context, d pandastack.Database, password str
 	if err != nil {
 		return err
 	}
-	g, err := s.cfg.Engine.Guest(ctx, d.MachineID)
+	cfg, err := pgx.ParseConfig("sslmode=disable")
 	if err != nil {
-		return fmt.Errorf("reach database machine: %w", err)
+		return fmt.Errorf("setup config: %w", err)
 	}
-	var out bytes.Buffer
-	res, err := g.Exec(ctx, pandastack.ExecRequest{Args: []string{"sh", "-c", setupScript}, User: "root", Cwd: "/",
-		TimeoutSeconds: 60}, strings.NewReader(setupSQL(d.User, verifier, d.DBName)),
-		func(ev pandastack.ExecEvent) error {
-			if (ev.Type == "stdout" || ev.Type == "stderr") && out.Len() < 4096 {
-				out.Write(ev.Data)
-			}
-			return nil
-		})
+	cfg.Host, cfg.Port, cfg.User, cfg.Database, cfg.Fallbacks = "machine", Port, "postgres", "postgres", nil
+	cfg.LookupFunc = func(context.Context, string) ([]string, error) { return []string{"machine"}, nil }
+	cfg.DialFunc = func(ctx context.Context, _, _ string) (net.Conn, error) {
+		g, err := s.cfg.Engine.Guest(ctx, d.MachineID)
+		if err != nil {
+			return nil, err
+		}
+		return g.DialPort(ctx, Port)
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return fmt.Errorf("set up database: %w", err)
+		return fmt.Errorf("set up database: connect as postgres: %w", err)
 	}
-	if res.ExitCode != 0 || res.TimedOut {
-		return fmt.Errorf("set up database: exit %d: %s", res.ExitCode, strings.TrimSpace(out.String()))
+	defer conn.Close(context.WithoutCancel(ctx))
+	var hbaFile string
+	if err := conn.QueryRow(ctx, "SHOW hba_file").Scan(&hbaFile); err != nil {
+		return fmt.Errorf("set up database: find hba_file: %w", err)
+	}
+	for _, q := range append(setupSQL(d.User, verifier, d.DBName), hbaSQL(hbaFile)...) {
+		if _, err := conn.Exec(ctx, q, pgx.QueryExecModeSimpleProtocol); err != nil {
+			// The statement holds the verifier: say which step, not it.
+			return fmt.Errorf("set up database: %s: %w", strings.SplitN(q, " ", 3)[:2], err)
+		}
 	}
 	return nil
 }
