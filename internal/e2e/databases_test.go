@@ -27,7 +27,7 @@ func psqlRun(t *testing.T, conninfo, password, sql string) (string, string, bool
 	host, port, _ := net.SplitHostPort(main.dbAddr)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "psql", "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1",
+	cmd := exec.CommandContext(ctx, "psql", "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1",
 		"-d", conninfo+" hostaddr="+host+" port="+port+" connect_timeout=120", "-c", sql)
 	cmd.Env = append(os.Environ(), "PGPASSWORD="+password, "PGCONNECT_TIMEOUT=120")
 	var out, errb strings.Builder
