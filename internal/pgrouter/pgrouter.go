@@ -8,6 +8,10 @@
 // a certificate from the server's CA; the database's machine gets the
 // StartupMessage in plain text and authenticates the client itself.
 //
+// Cancel requests (plain text or over TLS) carry no host name: the router
+// remembers each session's BackendKeyData and sends a cancel to the
+// database whose session it names (cancel.go).
+//
 // A client that does not ask for TLS, names no database or an unknown one
 // gets a PostgreSQL ErrorResponse saying so, never a hang. Databases are
 // found in a router.Table (Kind TCP, host <id>.<domain>): the databases
@@ -63,6 +67,8 @@ type Listener struct {
 	cfg Config
 	log *slog.Logger
 	ln  net.Listener
+
+	cancel cancelKeys
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -162,7 +168,11 @@ func (l *Listener) serve(c net.Conn) {
 	log := l.log.With("remote", c.RemoteAddr().String())
 	_ = c.SetDeadline(time.Now().Add(l.cfg.HandshakeTimeout))
 	br := bufio.NewReader(c)
-	tc, err := l.startTLS(c, br)
+	tc, cancelBody, err := l.startTLS(c, br)
+	if cancelBody != nil {
+		l.forwardCancel(cancelBody, log.Debug)
+		return
+	}
 	if err != nil {
 		log.Debug("database router: no TLS", "err", err)
 		return
@@ -178,8 +188,7 @@ func (l *Listener) serve(c net.Conn) {
 		return
 	}
 	if p.code == codeCancel {
-		// An encrypted cancel (libpq 17) names no backend we could find.
-		log.Debug("database router: cancel request over TLS is not routed")
+		l.forwardCancel(p.body, log.Debug) // an encrypted cancel (libpq 17)
 		return
 	}
 	if p.code>>16 != 3 {
@@ -217,51 +226,62 @@ func (l *Listener) serve(c net.Conn) {
 		return
 	}
 	_ = c.SetDeadline(time.Time{})
-	pipe(tc, b)
+	var key string
+	defer func() {
+		if key != "" {
+			l.cancel.remove(key)
+		}
+	}()
+	pipe(tc, b, func(dst io.Writer, src net.Conn) {
+		relayStartup(dst, bufio.NewReader(src), func(body []byte) {
+			key = string(body)
+			l.cancel.add(key, rt.Backend)
+		})
+	})
 }
 
 // startTLS reads what comes before TLS and returns the server side of the
-// TLS connection (handshake not done yet). Plain-text clients get an
-// ErrorResponse; GSSAPI encryption is declined and the next packet read.
-func (l *Listener) startTLS(c net.Conn, br *bufio.Reader) (*tls.Conn, error) {
+// TLS connection (handshake not done yet), or the body of a plain-text
+// CancelRequest. Plain-text clients get an ErrorResponse; GSSAPI
+// encryption is declined and the next packet read.
+func (l *Listener) startTLS(c net.Conn, br *bufio.Reader) (*tls.Conn, []byte, error) {
 	first, err := br.Peek(1)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if first[0] == 0x16 { // a TLS handshake record: direct SSL
-		return tls.Server(&bufConn{Conn: c, r: br}, l.tlsConfig(true)), nil
+		return tls.Server(&bufConn{Conn: c, r: br}, l.tlsConfig(true)), nil, nil
 	}
 	for range 2 { // GSSENCRequest, then SSLRequest at most
 		p, err := readPacket(br)
 		if err != nil {
 			refuse(c, stateProtocol, "invalid startup packet")
-			return nil, err
+			return nil, nil, err
 		}
 		switch {
 		case p.code == codeSSL && len(p.body) == 0:
 			if br.Buffered() > 0 {
 				// Bytes sent before our answer would be read as if
 				// they came over TLS (CVE-2021-23222's shape).
-				return nil, fmt.Errorf("data pipelined after SSLRequest")
+				return nil, nil, fmt.Errorf("data pipelined after SSLRequest")
 			}
 			if _, err := c.Write([]byte{sslAccepted}); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
-			return tls.Server(c, l.tlsConfig(false)), nil
+			return tls.Server(c, l.tlsConfig(false)), nil, nil
 		case p.code == codeGSSEnc && len(p.body) == 0:
 			if _, err := c.Write([]byte{gssDeclined}); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		case p.code == codeCancel:
-			// A plain-text cancel carries no host name.
-			return nil, fmt.Errorf("plain-text cancel request")
+			return nil, p.body, nil
 		default:
 			refuse(c, stateInvalidAuthSpec, "connection is insecure (try using sslmode=require)")
-			return nil, fmt.Errorf("plain-text startup")
+			return nil, nil, fmt.Errorf("plain-text startup")
 		}
 	}
 	refuse(c, stateProtocol, "expected an SSLRequest")
-	return nil, fmt.Errorf("no SSLRequest")
+	return nil, nil, fmt.Errorf("no SSLRequest")
 }
 
 // tlsConfig ends TLS with a certificate for the SNI name (Domain's own
@@ -306,15 +326,18 @@ type bufConn struct {
 func (c *bufConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 
 // pipe copies both ways until either side ends, then closes both: the
-// protocol has no use for a half-closed connection.
-func pipe(a, b net.Conn) {
+// protocol has no use for a half-closed connection. fromB copies what b
+// sends to a (relayStartup, which watches the session's start).
+func pipe(a, b net.Conn, fromB func(dst io.Writer, src net.Conn)) {
 	done := make(chan struct{}, 2)
-	cp := func(dst, src net.Conn) {
-		_, _ = io.Copy(dst, src)
+	go func() {
+		_, _ = io.Copy(b, a)
 		done <- struct{}{}
-	}
-	go cp(a, b)
-	go cp(b, a)
+	}()
+	go func() {
+		fromB(a, b)
+		done <- struct{}{}
+	}()
 	<-done
 	a.Close()
 	b.Close()

@@ -21,12 +21,19 @@ const domain = "db.localhost"
 // in the e2e tests): it accepts any startup, reports the database it was
 // asked for as a ParameterStatus and answers ready.
 func fakeDatabase(t *testing.T) (addr string, startups chan map[string]string) {
+	addr, startups, _ = fakeDatabaseWithCancels(t)
+	return addr, startups
+}
+
+// fakeDatabaseWithCancels also reports the CancelRequests it gets.
+func fakeDatabaseWithCancels(t *testing.T) (addr string, startups chan map[string]string, cancels chan *pgproto3.CancelRequest) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
 	startups = make(chan map[string]string, 10)
+	cancels = make(chan *pgproto3.CancelRequest, 10)
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -40,6 +47,10 @@ func fakeDatabase(t *testing.T) (addr string, startups chan map[string]string) {
 				if err != nil {
 					return
 				}
+				if cr, ok := m.(*pgproto3.CancelRequest); ok {
+					cancels <- cr
+					return
+				}
 				sm, ok := m.(*pgproto3.StartupMessage)
 				if !ok {
 					return
@@ -47,24 +58,29 @@ func fakeDatabase(t *testing.T) (addr string, startups chan map[string]string) {
 				startups <- sm.Parameters
 				be.Send(&pgproto3.AuthenticationOk{})
 				be.Send(&pgproto3.ParameterStatus{Name: "server_version", Value: "17.0"})
-				be.Send(&pgproto3.BackendKeyData{ProcessID: 1, SecretKey: []byte{0, 0, 0, 2}})
+				be.Send(&pgproto3.BackendKeyData{ProcessID: 7, SecretKey: []byte{0, 0, 0, 42}})
 				be.Send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
 				_ = be.Flush()
 				_, _ = be.Receive() // Terminate
 			}()
 		}
 	}()
-	return ln.Addr().String(), startups
+	return ln.Addr().String(), startups, cancels
 }
 
 // startRouter runs a Listener over a real CA with database db-1 routed to
 // a fake database.
 func startRouter(t *testing.T) (addr string, roots *x509.CertPool, startups chan map[string]string) {
+	addr, roots, startups, _ = startRouterWithCancels(t)
+	return addr, roots, startups
+}
+
+func startRouterWithCancels(t *testing.T) (addr string, roots *x509.CertPool, startups chan map[string]string, cancels chan *pgproto3.CancelRequest) {
 	c, err := ca.Open(t.TempDir(), []string{"localhost"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	backend, startups := fakeDatabase(t)
+	backend, startups, cancels := fakeDatabaseWithCancels(t)
 	tbl := router.NewTable()
 	if err := tbl.Register(router.Route{Host: Host("db-1", domain), Kind: router.TCP, Backend: router.Addr{Network: "tcp", Address: backend}}); err != nil {
 		t.Fatal(err)
@@ -78,7 +94,7 @@ func startRouter(t *testing.T) (addr string, roots *x509.CertPool, startups chan
 	t.Cleanup(func() { l.Close() })
 	roots = x509.NewCertPool()
 	roots.AppendCertsFromPEM(c.CertPEM())
-	return ln.Addr().String(), roots, startups
+	return ln.Addr().String(), roots, startups, cancels
 }
 
 func connect(t *testing.T, addr string, roots *x509.CertPool, connString, sni string, direct bool) (*pgconn.PgConn, error) {
@@ -164,5 +180,33 @@ func TestDirectSSLWithoutALPNIsRefused(t *testing.T) {
 	if err == nil {
 		c.Close()
 		t.Fatal("a direct TLS connection without ALPN postgresql was accepted")
+	}
+}
+
+// A cancel request, which names no host, reaches the database whose
+// session has its key: the router learnt it from BackendKeyData.
+func TestCancelRequestReachesTheSessionsDatabase(t *testing.T) {
+	addr, roots, startups, cancels := startRouterWithCancels(t)
+	pc, err := connect(t, addr, roots, "user=u dbname=app sslmode=require", "db-1.db.localhost", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close(context.Background())
+	<-startups
+	if pc.PID() != 7 {
+		t.Fatalf("client got pid %d: BackendKeyData did not pass through", pc.PID())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := pc.CancelRequest(ctx); err != nil {
+		t.Fatalf("cancel: %v", err)
+	}
+	select {
+	case cr := <-cancels:
+		if cr.ProcessID != 7 || string(cr.SecretKey) != "\x00\x00\x00\x2a" {
+			t.Fatalf("database got cancel %+v", cr)
+		}
+	case <-ctx.Done():
+		t.Fatal("the cancel request never reached the database")
 	}
 }
