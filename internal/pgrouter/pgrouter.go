@@ -211,6 +211,9 @@ func (l *Listener) serve(c net.Conn) {
 		refuse(tc, stateUnknownDatabase, fmt.Sprintf("database %s does not exist", id))
 		return
 	}
+	// Reaching the database may wake it: DialTimeout bounds that, not
+	// the handshake's deadline.
+	_ = c.SetDeadline(time.Time{})
 	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.DialTimeout)
 	b, err := rt.Backend.Dial(ctx)
 	cancel()
@@ -225,7 +228,6 @@ func (l *Listener) serve(c net.Conn) {
 		refuse(tc, stateUnavailable, fmt.Sprintf("database %s is not reachable now; try again", id))
 		return
 	}
-	_ = c.SetDeadline(time.Time{})
 	var key string
 	defer func() {
 		if key != "" {
