@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/pandastack/pandastack/internal/guestimage"
+	"github.com/pandastack/pandastack/internal/pgbouncer"
 )
 
 // basePackages is what every application template starts from: base's
@@ -108,7 +109,8 @@ func init() {
 				"printf 'local all all trust\\nhost all all 127.0.0.1/32 trust\\nhost all all ::1/128 trust\\n' > /etc/postgresql/17/main/pg_hba.conf",
 				postgresExtensionConf,
 			}},
-		CPUs: 1, MemoryMiB: 512,
+		Files: map[string][]byte{pgbouncer.Config: []byte(pgbouncer.Ini)},
+		CPUs:  1, MemoryMiB: 512,
 		Warm: "install -d -o postgres -g postgres -m 2775 /run/postgresql && pg_ctlcluster 17 main start && " +
 			"psql -U postgres -h 127.0.0.1 -Atc 'select 1'",
 	}

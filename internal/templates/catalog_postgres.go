@@ -12,6 +12,7 @@ import (
 var postgresExtensionPackages = []string{
 	"postgresql-17-pgvector", "postgresql-17-cron", "postgresql-17-hypopg", "postgresql-17-repack",
 	"postgresql-17-partman", "postgresql-17-similarity", "postgresql-17-pgaudit", "postgresql-17-pgextwlist",
+	"pgbouncer",
 }
 
 // PostgresExtensions are the extensions a role that is not a superuser may
