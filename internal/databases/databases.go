@@ -12,9 +12,11 @@
 //
 // Records live in the store (pandastack.Database); at start every ready
 // database's route is registered again and creates a crash interrupted
-// are removed. What is not here yet: PGDATA on a durable volume of its
-// own (the data lives on the machine's root disk, which hibernation and
-// server restarts keep), PgBouncer, SQL over HTTP, backups, fork.
+// are removed. Each database also has a pooled name, <id>-pooler, routed
+// to PgBouncer in its machine (transaction pooling). What is not here
+// yet: PGDATA on a durable volume of its own (the data lives on the
+// machine's root disk, which hibernation and server restarts keep), SQL
+// over HTTP, backups, fork.
 package databases
 
 import (
@@ -26,6 +28,7 @@ import (
 	"time"
 
 	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/pgbouncer"
 	"github.com/pandastack/pandastack/internal/pgrouter"
 	"github.com/pandastack/pandastack/internal/quotas"
 	"github.com/pandastack/pandastack/internal/router"
@@ -129,19 +132,36 @@ func (s *Service) Start(ctx context.Context) error {
 	return nil
 }
 
-// route is database d's entry in the route table: TLS ends at the router,
-// the plain stream goes to PostgreSQL in the machine (waking it).
-func (s *Service) route(d pandastack.Database) router.Route {
-	return router.Route{Host: pgrouter.Host(d.ID, s.cfg.Domain), Kind: router.TCP, TLS: router.Terminate,
-		ALPN:    []string{pgrouter.ALPN},
-		Backend: router.GuestPort{Guests: s.cfg.Engine, SandboxID: d.MachineID, Port: Port}}
+// PoolerSuffix ends the first label of a database's pooled host name:
+// <id>-pooler.<domain> goes to PgBouncer in the machine.
+const PoolerSuffix = "-pooler"
+
+// routes are database d's entries in the route table: TLS ends at the
+// router, the plain stream goes to PostgreSQL in the machine (waking it),
+// or to its PgBouncer for the pooler's name.
+func (s *Service) routes(d pandastack.Database) []router.Route {
+	mk := func(label string, port int) router.Route {
+		return router.Route{Host: pgrouter.Host(label, s.cfg.Domain), Kind: router.TCP, TLS: router.Terminate,
+			ALPN:    []string{pgrouter.ALPN},
+			Backend: router.GuestPort{Guests: s.cfg.Engine, SandboxID: d.MachineID, Port: port}}
+	}
+	return []router.Route{mk(d.ID, Port), mk(d.ID+PoolerSuffix, pgbouncer.Port)}
 }
 
 func (s *Service) register(d pandastack.Database) error {
-	if err := s.cfg.Routes.Register(s.route(d)); err != nil {
-		return fmt.Errorf("route database %s: %w", d.ID, err)
+	for _, rt := range s.routes(d) {
+		if err := s.cfg.Routes.Register(rt); err != nil {
+			s.unregister(d)
+			return fmt.Errorf("route database %s: %w", d.ID, err)
+		}
 	}
 	return nil
+}
+
+func (s *Service) unregister(d pandastack.Database) {
+	for _, rt := range s.routes(d) {
+		s.cfg.Routes.Unregister(rt.Host)
+	}
 }
 
 // discard removes what there is of d: route, machine, record. It runs
@@ -149,7 +169,7 @@ func (s *Service) register(d pandastack.Database) error {
 func (s *Service) discard(ctx context.Context, d pandastack.Database) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
-	s.cfg.Routes.Unregister(pgrouter.Host(d.ID, s.cfg.Domain))
+	s.unregister(d)
 	if d.MachineID != "" {
 		if err := s.cfg.Engine.Kill(ctx, d.MachineID, pandastack.StateKilled); err != nil {
 			s.log.Error("kill database machine", "database", d.ID, "machine", d.MachineID, "err", err)

@@ -35,6 +35,9 @@ type Info struct {
 	CreatedAt time.Time `json:"created_at"`
 	// ConnectionURI is postgres://USER:PASSWORD@HOST:PORT/DB?sslmode=require.
 	ConnectionURI string `json:"connection_uri,omitempty"`
+	// PooledConnectionURI is the same through PgBouncer in the machine
+	// (transaction pooling): host <id>-pooler.<domain>.
+	PooledConnectionURI string `json:"pooled_connection_uri,omitempty"`
 }
 
 // validName is a database's name: it is also its PostgreSQL database
@@ -63,6 +66,7 @@ func (s *Service) info(d pandastack.Database, state, password string) Info {
 	if password != "" {
 		in.Password = password
 		in.ConnectionURI = connectionURI(d.User, password, in.Host, port, d.DBName)
+		in.PooledConnectionURI = connectionURI(d.User, password, pgrouter.Host(d.ID+PoolerSuffix, s.cfg.Domain), port, d.DBName)
 	}
 	return in
 }

@@ -88,7 +88,7 @@ func (s *Service) Delete(ctx context.Context, teamID, ref string) error {
 	if d.State != pandastack.DatabaseReady {
 		return pandastack.Errorf(pandastack.EConflict, "database %s is still being created", ref)
 	}
-	s.cfg.Routes.Unregister(s.route(d).Host)
+	s.unregister(d)
 	if err := s.cfg.Engine.Kill(ctx, d.MachineID, pandastack.StateKilled); err != nil {
 		if rerr := s.register(d); rerr != nil {
 			s.log.Error("route database again after a failed delete", "database", d.ID, "err", rerr)

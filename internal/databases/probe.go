@@ -16,8 +16,16 @@ import (
 // verified against the server's CA, SNI naming the database) and runs a
 // query: what a client will do next.
 func (s *Service) probe(ctx context.Context, d pandastack.Database, password string) error {
+	for _, label := range []string{d.ID, d.ID + PoolerSuffix} {
+		if err := s.probeHost(ctx, pgrouter.Host(label, s.cfg.Domain), d, password); err != nil {
+			return fmt.Errorf("%s: %w", label, err)
+		}
+	}
+	return nil
+}
+
+func (s *Service) probeHost(ctx context.Context, host string, d pandastack.Database, password string) error {
 	addr, _ := s.router()
-	host := pgrouter.Host(d.ID, s.cfg.Domain)
 	cfg, err := pgx.ParseConfig("sslmode=require")
 	if err != nil {
 		return fmt.Errorf("probe config: %w", err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/pgbouncer"
 )
 
 // hbaLines replace the template's trust-everything pg_hba.conf in a
@@ -52,8 +53,9 @@ func hbaSQL(hbaFile string) []string {
 
 // setup configures a fresh machine for database d with password: as the
 // postgres superuser, whom the template still trusts on the machine's
-// loopback (reached through the guest agent, no process started in the
-// guest), it makes the role and the database, then turns that trust off.
+// loopback (reached through the guest agent: no psql started in the
+// guest), it makes the role, the database and PgBouncer's auth_file, then
+// turns that trust off; last it starts PgBouncer.
 func (s *Service) setup(ctx context.Context, d pandastack.Database, password string) error {
 	salt := make([]byte, 16)
 	_, _ = rand.Read(salt)
@@ -83,11 +85,42 @@ func (s *Service) setup(ctx context.Context, d pandastack.Database, password str
 	if err := conn.QueryRow(ctx, "SHOW hba_file").Scan(&hbaFile); err != nil {
 		return fmt.Errorf("set up database: find hba_file: %w", err)
 	}
-	for _, q := range append(setupSQL(d.User, verifier, d.DBName), hbaSQL(hbaFile)...) {
+	qs := append(setupSQL(d.User, verifier, d.DBName), poolerSQL(d.User, verifier)...)
+	for _, q := range append(qs, hbaSQL(hbaFile)...) {
 		if _, err := conn.Exec(ctx, q, pgx.QueryExecModeSimpleProtocol); err != nil {
 			// The statement holds the verifier: say which step, not it.
 			return fmt.Errorf("set up database: %s: %w", strings.SplitN(q, " ", 3)[:2], err)
 		}
+	}
+	return s.startPooler(ctx, d)
+}
+
+// poolerSQL writes PgBouncer's auth_file: the role and its SCRAM verifier.
+func poolerSQL(user, verifier string) []string {
+	line := fmt.Sprintf(`"%s" "%s"`, user, verifier)
+	return []string{fmt.Sprintf("COPY (SELECT %s) TO %s", quoteLiteral(line), quoteLiteral(pgbouncer.Users))}
+}
+
+// startPooler starts PgBouncer in d's machine as the postgres user
+// (daemonized: it keeps running in the machine, hibernation included).
+func (s *Service) startPooler(ctx context.Context, d pandastack.Database) error {
+	g, err := s.cfg.Engine.Guest(ctx, d.MachineID)
+	if err != nil {
+		return fmt.Errorf("start pooler: %w", err)
+	}
+	var out strings.Builder
+	res, err := g.Exec(ctx, pandastack.ExecRequest{Args: []string{"runuser", "-u", "postgres", "--", "pgbouncer", "-d", "-q", pgbouncer.Config},
+		User: "root", Cwd: "/", TimeoutSeconds: 60}, nil, func(ev pandastack.ExecEvent) error {
+		if (ev.Type == "stdout" || ev.Type == "stderr") && out.Len() < 4096 {
+			out.Write(ev.Data)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("start pooler: %w", err)
+	}
+	if res.ExitCode != 0 || res.TimedOut {
+		return fmt.Errorf("start pooler: exit %d: %s", res.ExitCode, strings.TrimSpace(out.String()))
 	}
 	return nil
 }

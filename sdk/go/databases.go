@@ -22,6 +22,11 @@ type Database struct {
 	// ConnectionURI is postgres://USER:PASSWORD@HOST:PORT/DB?sslmode=require
 	// (create and get only).
 	ConnectionURI string `json:"connection_uri,omitempty"`
+	// PooledConnectionURI goes through PgBouncer in the database's machine
+	// (transaction pooling; host <id>-pooler.<db domain>). Use
+	// ConnectionURI for migrations, pg_dump, LISTEN/NOTIFY and session
+	// settings.
+	PooledConnectionURI string `json:"pooled_connection_uri,omitempty"`
 }
 
 // CreateDatabase makes a database and returns once a query through the
