@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	sdk "github.com/pandastack/pandastack/sdk/go"
 )
 
@@ -53,7 +54,13 @@ func mustPsql(t *testing.T, d *sdk.Database, sql string) string {
 // false connects by IP (no SNI), so options=endpoint must name it.
 func pgxConfig(t *testing.T, d *sdk.Database, extra string) *pgx.ConnConfig {
 	t.Helper()
-	cfg, err := pgx.ParseConfig(d.ConnectionURI + extra)
+	return pgxConfigFor(t, d.ConnectionURI+extra, d.Host)
+}
+
+// pgxConfigFor is uri for pgx, dialled at the router with SNI host.
+func pgxConfigFor(t *testing.T, uri, host string) *pgx.ConnConfig {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(uri)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,8 +71,8 @@ func pgxConfig(t *testing.T, d *sdk.Database, extra string) *pgx.ConnConfig {
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(pem)
 	next := cfg.TLSConfig.NextProtos // direct SSL's ALPN, set by pgx
-	cfg.TLSConfig = &tls.Config{ServerName: d.Host, RootCAs: roots, NextProtos: next}
-	cfg.LookupFunc = func(context.Context, string) ([]string, error) { return []string{d.Host}, nil }
+	cfg.TLSConfig = &tls.Config{ServerName: host, RootCAs: roots, NextProtos: next}
+	cfg.LookupFunc = func(context.Context, string) ([]string, error) { return []string{host}, nil }
 	cfg.DialFunc = func(ctx context.Context, _, _ string) (net.Conn, error) {
 		var dl net.Dialer
 		return dl.DialContext(ctx, "tcp", main.dbAddr)
@@ -120,6 +127,10 @@ func TestDatabases(t *testing.T) {
 	if want := "postgres://orders_owner:" + d.Password + "@" + d.Host + ":" + port + "/orders?sslmode=require"; d.ConnectionURI != want {
 		t.Fatalf("connection_uri %s, want %s", d.ConnectionURI, want)
 	}
+	pooledHost := d.ID + "-pooler.db.localhost"
+	if want := "postgres://orders_owner:" + d.Password + "@" + pooledHost + ":" + port + "/orders?sslmode=require"; d.PooledConnectionURI != want {
+		t.Fatalf("pooled_connection_uri %s, want %s", d.PooledConnectionURI, want)
+	}
 
 	t.Run("psql through the router, verify-full", func(t *testing.T) {
 		if got := mustPsql(t, d, "select current_user || ' ' || current_database() || ' ' || (select rolsuper from pg_roles where rolname = current_user)"); got != "orders_owner orders false" {
@@ -149,6 +160,74 @@ func TestDatabases(t *testing.T) {
 		cfg.Fallbacks = nil
 		if got, err := pgxQuery(t, cfg, "select count(*)::text from items"); err != nil || got != "2" {
 			t.Fatalf("options=endpoint: %q %v", got, err)
+		}
+	})
+	t.Run("pooled: two clients share one server session (transaction pooling)", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+		defer cancel()
+		var pids []uint32
+		for range 2 {
+			conn, err := pgx.ConnectConfig(ctx, pgxConfigFor(t, d.PooledConnectionURI, pooledHost))
+			if err != nil {
+				t.Fatalf("connect through the pooler: %v", err)
+			}
+			defer conn.Close(context.Background())
+			var pid uint32
+			if err := conn.QueryRow(ctx, "select pg_backend_pid()").Scan(&pid); err != nil {
+				t.Fatal(err)
+			}
+			pids = append(pids, pid)
+		}
+		if pids[0] != pids[1] {
+			t.Fatalf("two open pooled clients ran on backends %v: not pooled", pids)
+		}
+		direct, err := pgx.ConnectConfig(ctx, pgxConfig(t, d, ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer direct.Close(context.Background())
+		var pid uint32
+		if err := direct.QueryRow(ctx, "select pg_backend_pid()").Scan(&pid); err != nil || pid == pids[0] {
+			t.Fatalf("direct connection on backend %d (%v), pooled on %d", pid, err, pids[0])
+		}
+	})
+	t.Run("cancel request reaches the database", func(t *testing.T) {
+		conn, err := pgx.ConnectConfig(ctx, pgxConfig(t, d, ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(context.Background())
+		// A CancelRequest on a new connection, plain text and without a
+		// host name, as pgx sends it.
+		watcher, err := pgx.ConnectConfig(ctx, pgxConfig(t, d, ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer watcher.Close(context.Background())
+		cancelled := make(chan error, 1)
+		go func() {
+			// Once the query runs (no sleep: wait for the condition).
+			for {
+				var n int
+				if err := watcher.QueryRow(ctx, "select count(*) from pg_stat_activity where state = 'active' and query = 'select pg_sleep(600)'").Scan(&n); err != nil {
+					cancelled <- err
+					return
+				}
+				if n == 1 {
+					break
+				}
+			}
+			cancelled <- conn.PgConn().CancelRequest(ctx)
+		}()
+		qctx, stop := context.WithTimeout(ctx, 2*time.Minute)
+		defer stop()
+		_, err = conn.Exec(qctx, "select pg_sleep(600)")
+		if cerr := <-cancelled; cerr != nil {
+			t.Fatalf("send cancel: %v", cerr)
+		}
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "57014" {
+			t.Fatalf("cancelled query: %v; want 57014 canceling statement due to user request", err)
 		}
 	})
 	t.Run("refusals are PostgreSQL errors", func(t *testing.T) {
