@@ -204,12 +204,14 @@ func TestDatabases(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer watcher.Close(context.Background())
+		qctx, stop := context.WithTimeout(ctx, 2*time.Minute)
+		defer stop()
 		cancelled := make(chan error, 1)
 		go func() {
 			// Once the query runs (no sleep: wait for the condition).
 			for {
 				var n int
-				if err := watcher.QueryRow(ctx, "select count(*) from pg_stat_activity where state = 'active' and query = 'select pg_sleep(600)'").Scan(&n); err != nil {
+				if err := watcher.QueryRow(qctx, "select count(*) from pg_stat_activity where state = 'active' and query = 'select pg_sleep(600)'").Scan(&n); err != nil {
 					cancelled <- err
 					return
 				}
@@ -217,10 +219,8 @@ func TestDatabases(t *testing.T) {
 					break
 				}
 			}
-			cancelled <- conn.PgConn().CancelRequest(ctx)
+			cancelled <- conn.PgConn().CancelRequest(qctx)
 		}()
-		qctx, stop := context.WithTimeout(ctx, 2*time.Minute)
-		defer stop()
 		_, err = conn.Exec(qctx, "select pg_sleep(600)")
 		if cerr := <-cancelled; cerr != nil {
 			t.Fatalf("send cancel: %v", cerr)

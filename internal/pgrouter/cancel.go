@@ -21,6 +21,10 @@ import (
 // longer one (none is, before ReadyForQuery) ends the looking.
 const maxScanned = 64 << 10
 
+// cancelWait bounds waiting for the database to close a forwarded
+// cancel's connection.
+const cancelWait = 2 * time.Second
+
 // cancelKeys maps the (pid, secret) of live sessions to their database.
 type cancelKeys struct {
 	mu   sync.Mutex
@@ -102,8 +106,10 @@ func (l *Listener) forwardCancel(body []byte, log func(msg string, args ...any))
 	binary.BigEndian.PutUint32(pkt[4:], codeCancel)
 	copy(pkt[8:], body)
 	_, _ = c.Write(pkt)
-	// PostgreSQL answers nothing; wait for it to close so the cancel is
-	// delivered before the client's connection ends.
+	// PostgreSQL answers nothing and closes: wait for that, a little, so
+	// the cancel is delivered before the client's connection ends (the
+	// guest's port forward may not pass the close on).
+	_ = c.SetReadDeadline(time.Now().Add(cancelWait))
 	_, _ = io.Copy(io.Discard, c)
 }
 
