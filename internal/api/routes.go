@@ -73,6 +73,8 @@ var routeTable = []route{
 	{"DELETE", "/v1/databases/{id}", team, (*Server).deleteDatabase},
 	{"POST", "/v1/databases/{id}/hibernate", team, (*Server).hibernateDatabase},
 	{"POST", "/v1/databases/{id}/wake", team, (*Server).wakeDatabase},
+	{"POST", "/sql", public, (*Server).sqlOverHTTP},
+	{"OPTIONS", "/sql", public, (*Server).sqlOverHTTP},
 
 	{"POST", "/v1/sandboxes/{id}/exec", team, (*Server).exec},
 	{"POST", "/v1/sandboxes/{id}/ping", team, (*Server).ping},

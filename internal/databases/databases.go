@@ -16,7 +16,8 @@
 // to PgBouncer in its machine (transaction pooling). What is not here
 // yet: PGDATA on a durable volume of its own (the data lives on the
 // machine's root disk, which hibernation and server restarts keep), SQL
-// over HTTP, backups, fork.
+// over HTTP pooling (internal/sqlhttp opens a session per request),
+// backups, fork.
 package databases
 
 import (
@@ -78,9 +79,10 @@ type Service struct {
 	log   *slog.Logger
 	roots *x509.CertPool
 
-	mu     sync.Mutex
-	addr   string // the database router's listening address ("" when off)
-	public int    // the port clients are told
+	mu      sync.Mutex
+	addr    string // the database router's listening address ("" when off)
+	public  int    // the port clients are told
+	httpURL string // SQL over HTTP's URL ("" when unknown)
 }
 
 // New returns a Service for cfg.
@@ -103,6 +105,19 @@ func (s *Service) SetRouter(addr string, port int) {
 	s.mu.Lock()
 	s.addr, s.public = addr, port
 	s.mu.Unlock()
+}
+
+// SetSQLURL tells the service the URL of SQL over HTTP (POST /sql).
+func (s *Service) SetSQLURL(u string) {
+	s.mu.Lock()
+	s.httpURL = u
+	s.mu.Unlock()
+}
+
+func (s *Service) sqlURL() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.httpURL
 }
 
 func (s *Service) router() (addr string, port int) {

@@ -38,6 +38,9 @@ type Info struct {
 	// PooledConnectionURI is the same through PgBouncer in the machine
 	// (transaction pooling): host <id>-pooler.<domain>.
 	PooledConnectionURI string `json:"pooled_connection_uri,omitempty"`
+	// HTTPURL is SQL over HTTP (Neon's /sql wire): give it to the
+	// @neondatabase/serverless driver as neonConfig.fetchEndpoint.
+	HTTPURL string `json:"http_url,omitempty"`
 }
 
 // validName is a database's name: it is also its PostgreSQL database
@@ -62,7 +65,7 @@ func connectionURI(user, password, host string, port int, db string) string {
 func (s *Service) info(d pandastack.Database, state, password string) Info {
 	_, port := s.router()
 	in := Info{ID: d.ID, Name: d.Name, State: state, Host: pgrouter.Host(d.ID, s.cfg.Domain), Port: port,
-		User: d.User, Database: d.DBName, MachineID: d.MachineID, CreatedAt: d.CreatedAt}
+		User: d.User, Database: d.DBName, MachineID: d.MachineID, CreatedAt: d.CreatedAt, HTTPURL: s.sqlURL()}
 	if password != "" {
 		in.Password = password
 		in.ConnectionURI = connectionURI(d.User, password, in.Host, port, d.DBName)

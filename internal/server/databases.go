@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"strings"
 
 	"github.com/pandastack/pandastack/internal/databases"
 	"github.com/pandastack/pandastack/internal/pgrouter"
 	"github.com/pandastack/pandastack/internal/router"
 	"github.com/pandastack/pandastack/internal/sandboxes"
+	"github.com/pandastack/pandastack/internal/sqlhttp"
 	"github.com/pandastack/pandastack/internal/templates/registry"
 )
 
@@ -34,6 +36,11 @@ func (s *Server) openDatabases(ctx context.Context) error {
 		Engine: s.engine, Quotas: s.quotas, Secrets: s.secrets, Routes: s.routes, Domain: s.dbDomain(),
 		CACert: s.caPEM(), Logger: s.log.With("service", "databases")})
 	return s.databases.Start(ctx)
+}
+
+// sqlHandler serves SQL over HTTP (POST /sql) for the databases.
+func (s *Server) sqlHandler() http.Handler {
+	return sqlhttp.New(sqlhttp.Config{Table: s.routes, Domain: s.dbDomain(), Logger: s.log.With("service", "sql over http")})
 }
 
 // serveDatabases runs the database router on --db-listen. It returns a

@@ -413,7 +413,7 @@ func (s *Server) Handler() http.Handler {
 	return api.New(api.Config{Store: s.store, Engine: registry.Engine{Engine: s.engine, Registry: s.registry}, Builder: s.builder, Templates: s.registry, Logger: s.log,
 		Quotas: s.quotas, Storage: s.reserve, SandboxDomain: s.cfg.SandboxDomain, Network: s.apiNetwork(),
 		ProxySecret: s.proxySecret, Archive: s.archive, Hosts: s.hosts, CACert: s.caPEM(), Bench: s.bench,
-		Databases: s.databases}).Handler()
+		Databases: s.databases, SQL: s.sqlHandler()}).Handler()
 }
 
 // Routes is the route table services register hostnames in (the HTTP
@@ -429,6 +429,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	ln = router.LimitPerClient(ln, s.maxConnsPerClient())
+	s.databases.SetSQLURL("http://" + ln.Addr().String() + "/sql")
 	h := s.Handler()
 	srv := newHTTPServer(h, defaultLimits, s.log)
 	stopTLS := func() {}

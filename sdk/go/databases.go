@@ -27,6 +27,9 @@ type Database struct {
 	// ConnectionURI for migrations, pg_dump, LISTEN/NOTIFY and session
 	// settings.
 	PooledConnectionURI string `json:"pooled_connection_uri,omitempty"`
+	// HTTPURL is SQL over HTTP (Neon's /sql wire), for the
+	// @neondatabase/serverless driver's neonConfig.fetchEndpoint.
+	HTTPURL string `json:"http_url,omitempty"`
 }
 
 // CreateDatabase makes a database and returns once a query through the
