@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -127,6 +129,9 @@ func TestDatabases(t *testing.T) {
 	if want := "postgres://orders_owner:" + d.Password + "@" + d.Host + ":" + port + "/orders?sslmode=require"; d.ConnectionURI != want {
 		t.Fatalf("connection_uri %s, want %s", d.ConnectionURI, want)
 	}
+	if d.HTTPURL != main.url+"/sql" {
+		t.Fatalf("http_url %s, want %s/sql", d.HTTPURL, main.url)
+	}
 	pooledHost := d.ID + "-pooler.db.localhost"
 	if want := "postgres://orders_owner:" + d.Password + "@" + pooledHost + ":" + port + "/orders?sslmode=require"; d.PooledConnectionURI != want {
 		t.Fatalf("pooled_connection_uri %s, want %s", d.PooledConnectionURI, want)
@@ -240,6 +245,110 @@ func TestDatabases(t *testing.T) {
 			if ok || !strings.Contains(stderr, tc.want) {
 				t.Errorf("%s: ok=%v stderr %q; want an error saying %q", tc.name, ok, stderr, tc.want)
 			}
+		}
+	})
+	t.Run("sql over http, Neon's wire", func(t *testing.T) {
+		type result struct {
+			Command    string `json:"command"`
+			RowCount   *int   `json:"rowCount"`
+			RowAsArray bool   `json:"rowAsArray"`
+			Fields     []struct {
+				Name       string `json:"name"`
+				DataTypeID int    `json:"dataTypeID"`
+			} `json:"fields"`
+			Rows    [][]*string    `json:"rows"`
+			Results []result       `json:"results"`
+			Message string         `json:"message"`
+			Code    string         `json:"code"`
+			Extra   map[string]any `json:"-"`
+		}
+		post := func(uri string, headers map[string]string, body string) (int, result) {
+			t.Helper()
+			req, err := http.NewRequest("POST", d.HTTPURL, strings.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Neon-Connection-String", uri)
+			req.Header.Set("Neon-Raw-Text-Output", "true")
+			req.Header.Set("Neon-Array-Mode", "true")
+			for k, v := range headers {
+				req.Header.Set(k, v)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var r result
+			if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+				t.Fatalf("decode: %v", err)
+			}
+			return resp.StatusCode, r
+		}
+		status, r := post(d.ConnectionURI, nil, `{"query": "select $1::int + 1 as n, null::text as z", "params": ["41"]}`)
+		if status != 200 || r.Command != "SELECT" || r.RowCount == nil || *r.RowCount != 1 || !r.RowAsArray ||
+			len(r.Fields) != 2 || r.Fields[0].Name != "n" || r.Fields[0].DataTypeID != 23 ||
+			len(r.Rows) != 1 || *r.Rows[0][0] != "42" || r.Rows[0][1] != nil {
+			t.Fatalf("single query: %d %+v", status, r)
+		}
+		status, r = post(d.ConnectionURI, map[string]string{"Neon-Batch-Isolation-Level": "Serializable"},
+			`{"queries": [{"query": "create table http_t (x int)"}, {"query": "insert into http_t values ($1), ($2)", "params": [1, "2"]}, {"query": "select sum(x) from http_t"}]}`)
+		if status != 200 || len(r.Results) != 3 || r.Results[1].Command != "INSERT" || *r.Results[1].RowCount != 2 || *r.Results[2].Rows[0][0] != "3" {
+			t.Fatalf("batch: %d %+v", status, r)
+		}
+		// A failing batch rolls back what it did before the failure.
+		status, r = post(d.ConnectionURI, nil, `{"queries": [{"query": "insert into http_t values (10)"}, {"query": "select 1/0"}]}`)
+		if status != 400 || r.Code != "22012" || !strings.Contains(r.Message, "division by zero") {
+			t.Fatalf("failing batch: %d %+v", status, r)
+		}
+		if _, r = post(d.ConnectionURI, nil, `{"query": "select count(*) from http_t"}`); *r.Rows[0][0] != "2" {
+			t.Fatalf("the failed batch left rows: %+v", r)
+		}
+		if status, r = post(d.ConnectionURI, nil, `{"query": "select * from no_such_table"}`); status != 400 || r.Code != "42P01" {
+			t.Fatalf("sql error: %d %+v", status, r)
+		}
+		bad := strings.Replace(d.ConnectionURI, d.Password, "not-the-password", 1)
+		if status, r = post(bad, nil, `{"query": "select 1"}`); status != 400 || r.Code != "28P01" {
+			t.Fatalf("wrong password: %d %+v", status, r)
+		}
+		unknown := strings.Replace(d.ConnectionURI, d.ID, "db-00000000000000000000", 1)
+		if status, r = post(unknown, nil, `{"query": "select 1"}`); status != 400 || !strings.Contains(r.Message, "does not exist") {
+			t.Fatalf("unknown database: %d %+v", status, r)
+		}
+	})
+	t.Run("sql over http, the stock @neondatabase/serverless driver", func(t *testing.T) {
+		dir := t.TempDir()
+		script := `import { neon, neonConfig } from '@neondatabase/serverless';
+neonConfig.fetchEndpoint = process.env.SQL_URL;
+const sql = neon(process.env.DB_URL);
+const rows = await sql` + "`select ${41}::int + 1 as n, now() is not null as ok`" + `;
+const [a, b] = await sql.transaction([sql` + "`select 1 as one`" + `, sql` + "`select 'x'::text as s`" + `]);
+let code = '';
+try { await sql` + "`select * from no_such_table`" + `; } catch (e) { code = e.code; }
+console.log(JSON.stringify({ n: rows[0].n, ok: rows[0].ok, one: a[0].one, s: b[0].s, code }));
+`
+		if err := os.WriteFile(filepath.Join(dir, "package.json"), []byte(`{"type": "module"}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "neon.mjs"), []byte(script), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+		defer cancel()
+		install := exec.CommandContext(ctx, "npm", "install", "--no-audit", "--no-fund", "--silent", "@neondatabase/serverless@1.2.0")
+		install.Dir = dir
+		if out, err := install.CombinedOutput(); err != nil {
+			t.Fatalf("npm install @neondatabase/serverless: %v\n%s", err, out)
+		}
+		node := exec.CommandContext(ctx, "node", "neon.mjs")
+		node.Dir = dir
+		node.Env = append(os.Environ(), "SQL_URL="+d.HTTPURL, "DB_URL="+d.ConnectionURI)
+		out, err := node.CombinedOutput()
+		if err != nil {
+			t.Fatalf("node: %v\n%s", err, out)
+		}
+		if got, want := strings.TrimSpace(string(out)), `{"n":42,"ok":true,"one":1,"s":"x","code":"42P01"}`; got != want {
+			t.Fatalf("driver printed %s, want %s", got, want)
 		}
 	})
 	t.Run("names are unique per team; another team sees nothing", func(t *testing.T) {
