@@ -375,6 +375,21 @@ console.log(JSON.stringify({ n: rows[0].n, ok: rows[0].ok, one: a[0].one, s: b[0
 			t.Fatalf("bad name: %v, want invalid_argument", err)
 		}
 	})
+	t.Run("over the team's service-machine quota: 429, nothing left behind", func(t *testing.T) {
+		one := 1
+		if _, err := main.client(main.admin).SetTeamQuotas(ctx, "db-owner", sdk.QuotaUpdate{MaxServiceMachines: &one}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.CreateDatabase(ctx, "second"); !errors.Is(err, sdk.ErrQuotaExceeded) {
+			t.Fatalf("a second database over max_service_machines 1: %v, want quota_exceeded", err)
+		}
+		if list, err := c.ListDatabases(ctx); err != nil || len(list) != 1 {
+			t.Fatalf("after the refused create: %+v %v", list, err)
+		}
+		if _, err := c.GetDatabase(ctx, "second"); !errors.Is(err, sdk.ErrNotFound) {
+			t.Fatalf("the refused database has a record: %v", err)
+		}
+	})
 	t.Run("hibernate, then a connection wakes it with its data", func(t *testing.T) {
 		h, err := c.HibernateDatabase(ctx, d.ID)
 		if err != nil || h.State != "hibernated" {
