@@ -11,7 +11,7 @@ import (
 // Databases is the managed PostgreSQL service (*databases.Service); every
 // call is scoped to the caller's team.
 type Databases interface {
-	Create(ctx context.Context, teamID, name string) (databases.Info, error)
+	Create(ctx context.Context, teamID string, p databases.CreateParams) (databases.Info, error)
 	Get(ctx context.Context, teamID, ref string) (databases.Info, error)
 	List(ctx context.Context, teamID string) ([]databases.Info, error)
 	Delete(ctx context.Context, teamID, ref string) error
@@ -20,7 +20,8 @@ type Databases interface {
 }
 
 type createDatabaseRequest struct {
-	Name string `json:"name"`
+	Name                 string `json:"name"`
+	AutoHibernateSeconds *int64 `json:"auto_hibernate_seconds"`
 }
 
 type databaseList struct {
@@ -49,7 +50,7 @@ func (s *Server) createDatabase(w http.ResponseWriter, r *http.Request) error {
 		return invalid("name is required")
 	}
 	p := caller(r)
-	d, err := dbs.Create(r.Context(), p.team.ID, req.Name)
+	d, err := dbs.Create(r.Context(), p.team.ID, databases.CreateParams{Name: req.Name, AutoHibernateSeconds: req.AutoHibernateSeconds})
 	if err != nil {
 		return err
 	}

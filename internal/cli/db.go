@@ -24,11 +24,12 @@ func runDBCreate(ctx context.Context, s *streams, args []string) int {
 		"connection URI once a query through the server's database router answered.\n"+
 		"Clients that send no TLS SNI add options=endpoint%3DID to the URI.").withClient(ctx)
 	asJSON := p.fs.Bool("json", false, "print the database as JSON")
+	idle := p.fs.Duration("auto-hibernate", 0, "scale to zero: hibernate after this long without a client connection (e.g. 5m; default never)")
 	pos, code, ok := p.parse(s, args, 1)
 	if !ok {
 		return code
 	}
-	d, err := p.client.client().CreateDatabase(ctx, pos[0])
+	d, err := p.client.client().CreateDatabase(ctx, sdk.CreateDatabaseParams{Name: pos[0], AutoHibernateSeconds: int(idle.Seconds())})
 	if err != nil {
 		return fail(s, err)
 	}

@@ -9,11 +9,21 @@ import (
 	"github.com/pandastack/pandastack/internal/sandboxes"
 )
 
-// Create makes database name for teamID and answers once a query with its
-// credentials went through the router. A taken name is EConflict; the
+// CreateParams is a database as a user asks for it.
+type CreateParams struct {
+	Name string
+	// AutoHibernateSeconds, when above 0, is scale to zero: with no
+	// client connection for that long the machine hibernates, and the
+	// next connection wakes it (nil or 0: never).
+	AutoHibernateSeconds *int64
+}
+
+// Create makes database p.Name for teamID and answers once a query with
+// its credentials went through the router. A taken name is EConflict; the
 // router off is EUnavailable. Whatever fails on the way is removed: no
 // record, machine or route is left.
-func (s *Service) Create(ctx context.Context, teamID, name string) (Info, error) {
+func (s *Service) Create(ctx context.Context, teamID string, p CreateParams) (Info, error) {
+	name := p.Name
 	if err := checkName(name); err != nil {
 		return Info{}, err
 	}
@@ -41,7 +51,7 @@ func (s *Service) Create(ctx context.Context, teamID, name string) (Info, error)
 	}()
 	t0 := time.Now()
 	sb, err := s.cfg.Sandboxes.Create(ctx, teamID, sandboxes.CreateParams{Template: Template, Lifetime: string(pandastack.LifetimeService),
-		Metadata: map[string]string{"pandastack.database": d.ID}})
+		Metadata: map[string]string{"pandastack.database": d.ID}, AutoHibernateSeconds: p.AutoHibernateSeconds})
 	if err != nil {
 		return Info{}, fmt.Errorf("create database %s: %w", name, err)
 	}
@@ -69,5 +79,7 @@ func (s *Service) Create(ctx context.Context, teamID, name string) (Info, error)
 	ok = true
 	log.Info("database created", "machine", d.MachineID, "machine_ms", tMachine.Milliseconds(),
 		"setup_ms", tSetup.Milliseconds(), "probe_ms", time.Since(t2).Milliseconds(), "total_ms", time.Since(t0).Milliseconds())
-	return s.info(d, StateRunning, password), nil
+	in := s.info(d, StateRunning, password)
+	in.AutoHibernateSeconds = sb.AutoHibernateSeconds
+	return in, nil
 }

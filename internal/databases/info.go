@@ -23,16 +23,19 @@ const (
 
 // Info is a database as the API shows it.
 type Info struct {
-	ID        string    `json:"id"`
-	Name      string    `json:"name"`
-	State     string    `json:"state"`
-	Host      string    `json:"host"`
-	Port      int       `json:"port"`
-	User      string    `json:"user"`
-	Password  string    `json:"password,omitempty"`
-	Database  string    `json:"database"`
-	MachineID string    `json:"machine_id"`
-	CreatedAt time.Time `json:"created_at"`
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	State     string `json:"state"`
+	Host      string `json:"host"`
+	Port      int    `json:"port"`
+	User      string `json:"user"`
+	Password  string `json:"password,omitempty"`
+	Database  string `json:"database"`
+	MachineID string `json:"machine_id"`
+	// AutoHibernateSeconds is scale to zero: with no client connection
+	// for that long the database hibernates (0: never).
+	AutoHibernateSeconds int       `json:"auto_hibernate_seconds"`
+	CreatedAt            time.Time `json:"created_at"`
 	// ConnectionURI is postgres://USER:PASSWORD@HOST:PORT/DB?sslmode=require.
 	ConnectionURI string `json:"connection_uri,omitempty"`
 	// PooledConnectionURI is the same through PgBouncer in the machine

@@ -36,20 +36,34 @@ func (s *Service) own(ctx context.Context, teamID, ref string) (pandastack.Datab
 
 // state is what GET reports for d: a ready database is as its machine.
 func (s *Service) state(ctx context.Context, d pandastack.Database) string {
+	st, _ := s.machine(ctx, d)
+	return st
+}
+
+// machine reports d's state and its machine's auto-hibernate time.
+func (s *Service) machine(ctx context.Context, d pandastack.Database) (state string, autoHibernate int) {
 	if d.State != pandastack.DatabaseReady {
-		return StateCreating
+		return StateCreating, 0
 	}
 	sb, err := s.cfg.Store.GetSandbox(ctx, d.MachineID)
 	if err != nil {
-		return StateStopped
+		return StateStopped, 0
 	}
 	switch sb.State {
 	case pandastack.StateRunning, pandastack.StateStarting:
-		return StateRunning
+		return StateRunning, sb.AutoHibernateSeconds
 	case pandastack.StateHibernated:
-		return StateHibernated
+		return StateHibernated, sb.AutoHibernateSeconds
 	}
-	return StateStopped
+	return StateStopped, sb.AutoHibernateSeconds
+}
+
+// present is d as the API shows it, its machine looked up.
+func (s *Service) present(ctx context.Context, d pandastack.Database, password string) Info {
+	st, auto := s.machine(ctx, d)
+	in := s.info(d, st, password)
+	in.AutoHibernateSeconds = auto
+	return in
 }
 
 // Get returns a database of teamID's with its credentials.
@@ -62,7 +76,7 @@ func (s *Service) Get(ctx context.Context, teamID, ref string) (Info, error) {
 	if err != nil {
 		return Info{}, err
 	}
-	return s.info(d, s.state(ctx, d), pw), nil
+	return s.present(ctx, d, pw), nil
 }
 
 // List returns teamID's databases, oldest first, without credentials.
@@ -73,7 +87,7 @@ func (s *Service) List(ctx context.Context, teamID string) ([]Info, error) {
 	}
 	out := make([]Info, 0, len(list))
 	for _, d := range list {
-		out = append(out, s.info(d, s.state(ctx, d), ""))
+		out = append(out, s.present(ctx, d, ""))
 	}
 	return out, nil
 }
@@ -124,7 +138,7 @@ func (s *Service) Hibernate(ctx context.Context, teamID, ref string) (Info, erro
 	if _, err := s.cfg.Engine.Hibernate(ctx, d.MachineID); err != nil {
 		return Info{}, fmt.Errorf("hibernate database %s: %w", ref, err)
 	}
-	return s.info(d, s.state(ctx, d), ""), nil
+	return s.present(ctx, d, ""), nil
 }
 
 // Wake brings a hibernated database back.
@@ -136,7 +150,7 @@ func (s *Service) Wake(ctx context.Context, teamID, ref string) (Info, error) {
 	if _, err := s.cfg.Engine.Wake(ctx, d.MachineID); err != nil {
 		return Info{}, fmt.Errorf("wake database %s: %w", ref, err)
 	}
-	return s.info(d, s.state(ctx, d), ""), nil
+	return s.present(ctx, d, ""), nil
 }
 
 func (s *Service) ready(ctx context.Context, teamID, ref string) (pandastack.Database, error) {

@@ -18,6 +18,9 @@ type Database struct {
 	Password  string    `json:"password,omitempty"` // create and get only
 	Database  string    `json:"database"`
 	MachineID string    `json:"machine_id"`
+	// AutoHibernateSeconds: with no client connection for that long the
+	// database hibernates; the next connection wakes it (0: never).
+	AutoHibernateSeconds int `json:"auto_hibernate_seconds"`
 	CreatedAt time.Time `json:"created_at"`
 	// ConnectionURI is postgres://USER:PASSWORD@HOST:PORT/DB?sslmode=require
 	// (create and get only).
@@ -32,13 +35,20 @@ type Database struct {
 	HTTPURL string `json:"http_url,omitempty"`
 }
 
+// CreateDatabaseParams is a database to create.
+type CreateDatabaseParams struct {
+	Name string `json:"name"`
+	// AutoHibernateSeconds, when above 0, is scale to zero: with no client
+	// connection for that long the database hibernates, and the next
+	// connection wakes it.
+	AutoHibernateSeconds int `json:"auto_hibernate_seconds,omitempty"`
+}
+
 // CreateDatabase makes a database and returns once a query through the
 // server's database router answered. A taken name fails with code
 // "conflict" (409).
-func (c *Client) CreateDatabase(ctx context.Context, name string) (*Database, error) {
-	body := struct {
-		Name string `json:"name"`
-	}{name}
+func (c *Client) CreateDatabase(ctx context.Context, p CreateDatabaseParams) (*Database, error) {
+	body := p
 	d := &Database{}
 	if err := c.do(ctx, request{method: "POST", path: "/v1/databases", body: body}, d); err != nil {
 		return nil, err

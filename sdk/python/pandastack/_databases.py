@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 from urllib.parse import quote
 
 
@@ -17,10 +17,15 @@ class Databases:
     def __init__(self, client: Any):
         self._c = client
 
-    def create(self, name: str) -> Dict[str, Any]:
+    def create(self, name: str, *, auto_hibernate_seconds: Optional[int] = None) -> Dict[str, Any]:
         """Makes a database; returns once a query through the server's
-        database router answered. ConflictError for a taken name."""
-        return self._c._t.call("POST", "/v1/databases", json_body={"name": name})
+        database router answered. ConflictError for a taken name.
+        ``auto_hibernate_seconds`` is scale to zero: with no client
+        connection for that long it hibernates; the next one wakes it."""
+        body: Dict[str, Any] = {"name": name}
+        if auto_hibernate_seconds is not None:
+            body["auto_hibernate_seconds"] = auto_hibernate_seconds
+        return self._c._t.call("POST", "/v1/databases", json_body=body)
 
     def list(self) -> List[Dict[str, Any]]:
         """The team's databases, oldest first, without credentials."""
