@@ -110,7 +110,7 @@ func TestDatabases(t *testing.T) {
 	other := teamClient(t, "db-other")
 
 	t0 := time.Now()
-	d, err := c.CreateDatabase(ctx, "orders")
+	d, err := c.CreateDatabase(ctx, sdk.CreateDatabaseParams{Name: "orders"})
 	if err != nil {
 		t.Fatalf("create database: %v\n%s", err, main.tail())
 	}
@@ -352,7 +352,7 @@ console.log(JSON.stringify({ n: rows[0].n, ok: rows[0].ok, one: a[0].one, s: b[0
 		}
 	})
 	t.Run("names are unique per team; another team sees nothing", func(t *testing.T) {
-		if _, err := c.CreateDatabase(ctx, "orders"); !errors.Is(err, sdk.ErrConflict) {
+		if _, err := c.CreateDatabase(ctx, sdk.CreateDatabaseParams{Name: "orders"}); !errors.Is(err, sdk.ErrConflict) {
 			t.Fatalf("same name again: %v, want conflict", err)
 		}
 		if _, err := other.GetDatabase(ctx, d.ID); !errors.Is(err, sdk.ErrNotFound) {
@@ -371,7 +371,7 @@ console.log(JSON.stringify({ n: rows[0].n, ok: rows[0].ok, one: a[0].one, s: b[0
 		if err != nil || len(list) != 1 || list[0].ID != d.ID || list[0].Password != "" || list[0].ConnectionURI != "" {
 			t.Fatalf("own list (no credentials): %+v %v", list, err)
 		}
-		if _, err := c.CreateDatabase(ctx, "Bad Name"); !errors.Is(err, sdk.ErrInvalid) {
+		if _, err := c.CreateDatabase(ctx, sdk.CreateDatabaseParams{Name: "Bad Name"}); !errors.Is(err, sdk.ErrInvalid) {
 			t.Fatalf("bad name: %v, want invalid_argument", err)
 		}
 	})
@@ -380,7 +380,7 @@ console.log(JSON.stringify({ n: rows[0].n, ok: rows[0].ok, one: a[0].one, s: b[0
 		if _, err := main.client(main.admin).SetTeamQuotas(ctx, "db-owner", sdk.QuotaUpdate{MaxServiceMachines: &one}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.CreateDatabase(ctx, "second"); !errors.Is(err, sdk.ErrQuotaExceeded) {
+		if _, err := c.CreateDatabase(ctx, sdk.CreateDatabaseParams{Name: "second"}); !errors.Is(err, sdk.ErrQuotaExceeded) {
 			t.Fatalf("a second database over max_service_machines 1: %v, want quota_exceeded", err)
 		}
 		if list, err := c.ListDatabases(ctx); err != nil || len(list) != 1 {
@@ -388,6 +388,32 @@ console.log(JSON.stringify({ n: rows[0].n, ok: rows[0].ok, one: a[0].one, s: b[0
 		}
 		if _, err := c.GetDatabase(ctx, "second"); !errors.Is(err, sdk.ErrNotFound) {
 			t.Fatalf("the refused database has a record: %v", err)
+		}
+	})
+	t.Run("scale to zero: with no connection it hibernates, a connection wakes it", func(t *testing.T) {
+		s, err := other.CreateDatabase(ctx, sdk.CreateDatabaseParams{Name: "sleepy", AutoHibernateSeconds: 2})
+		if err != nil {
+			t.Fatalf("create: %v", err)
+		}
+		t.Cleanup(func() { _ = other.DeleteDatabase(context.Background(), s.ID) })
+		if s.AutoHibernateSeconds != 2 {
+			t.Fatalf("created %+v", s)
+		}
+		mustPsql(t, s, "create table kept (x int); insert into kept values (7)")
+		for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
+			g, err := other.GetDatabase(ctx, s.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g.State == "hibernated" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("still %s two minutes after its last connection", g.State)
+			}
+		}
+		if got := mustPsql(t, s, "select x from kept"); got != "7" {
+			t.Fatalf("after the wake: %q", got)
 		}
 	})
 	t.Run("hibernate, then a connection wakes it with its data", func(t *testing.T) {
