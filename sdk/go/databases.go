@@ -9,19 +9,19 @@ import (
 // Database is a managed PostgreSQL database: its own service machine,
 // reached at Host:Port (TLS; the host name routes it) with its own role.
 type Database struct {
-	ID        string    `json:"id"`
-	Name      string    `json:"name"`
-	State     string    `json:"state"` // creating, running, hibernated or stopped
-	Host      string    `json:"host"`  // <id>.<db domain>: the TLS SNI name
-	Port      int       `json:"port"`
-	User      string    `json:"user"`
-	Password  string    `json:"password,omitempty"` // create and get only
-	Database  string    `json:"database"`
-	MachineID string    `json:"machine_id"`
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	State     string `json:"state"` // creating, running, hibernated or stopped
+	Host      string `json:"host"`  // <id>.<db domain>: the TLS SNI name
+	Port      int    `json:"port"`
+	User      string `json:"user"`
+	Password  string `json:"password,omitempty"` // create and get only
+	Database  string `json:"database"`
+	MachineID string `json:"machine_id"`
 	// AutoHibernateSeconds: with no client connection for that long the
 	// database hibernates; the next connection wakes it (0: never).
-	AutoHibernateSeconds int `json:"auto_hibernate_seconds"`
-	CreatedAt time.Time `json:"created_at"`
+	AutoHibernateSeconds int       `json:"auto_hibernate_seconds"`
+	CreatedAt            time.Time `json:"created_at"`
 	// ConnectionURI is postgres://USER:PASSWORD@HOST:PORT/DB?sslmode=require
 	// (create and get only).
 	ConnectionURI string `json:"connection_uri,omitempty"`
