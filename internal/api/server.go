@@ -111,6 +111,12 @@ type Config struct {
 	// schedules (nil: those routes answer 503).
 	Functions *functions.Service
 	Cron      *cron.Service
+	// Databases is the managed PostgreSQL service (nil: the database
+	// routes answer 503).
+	Databases Databases
+	// SQL serves POST /sql, SQL over HTTP for the databases
+	// (*sqlhttp.Handler; nil: 503).
+	SQL http.Handler
 }
 
 // StorageStatus reads the host's VM filesystem: its size, free space and

@@ -45,6 +45,7 @@ func init() {
 		group("volume", "create, list and delete durable volumes", volumeCommands),
 		group("fn", "deploy, invoke, list and delete serverless functions", fnCommands),
 		group("cron", "schedule functions; list schedules and their runs", cronCommands),
+		group("db", "create, list, hibernate, wake and delete managed PostgreSQL databases", dbCommands),
 		{"machines", "list the team's service machines (sandbox create --lifetime service)", runMachines},
 		group("app", "create, deploy, roll back and delete git-driven apps", appCommands),
 		group("keys", "create, list, revoke and rotate API keys", keysCommands),

@@ -27,6 +27,8 @@ func runServer(ctx context.Context, s *streams, args []string) int {
 	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:8080", "address of the REST API")
 	fs.StringVar(&cfg.SandboxDomain, "sandbox-domain", "localhost", "sandbox ports are served at http://PORT-SANDBOXID.DOMAIN on --listen")
 	fs.StringVar(&cfg.TLSListen, "tls-listen", "", "address of the TLS listener routing by SNI (e.g. :8443): HTTPS for the API at DOMAIN and sandbox ports at PORT-SANDBOXID.DOMAIN, certificates from the server's CA (GET /v1/ca.pem); off when empty")
+	fs.StringVar(&cfg.DBListen, "db-listen", "", "address of the database router (e.g. :5432): PostgreSQL clients of every database, TLS routed by SNI <id>.DB-DOMAIN (or options=endpoint=<id>); off when empty (no databases)")
+	fs.StringVar(&cfg.DBDomain, "db-domain", "", "parent of databases' host names, under --sandbox-domain (default db.DOMAIN)")
 	fs.IntVar(&cfg.MaxConnsPerClient, "max-conns-per-client", server.DefaultMaxConnsPerClient, "connections one client address may hold at once on each listener (-1: no cap)")
 	fs.StringVar(&cfg.Accel, "accel", "auto", "auto (probe by booting a guest), kvm or tcg")
 	fs.StringVar(&templates, "templates", "base", "templates to build (or find cached) at start, comma separated")

@@ -37,6 +37,7 @@ type serverProc struct {
 	dataDir string
 	url     string
 	tlsAddr string // the SNI listener (--tls-listen)
+	dbAddr  string // the database router (--db-listen)
 	admin   string
 	log     string
 	exited  chan struct{}
@@ -165,6 +166,10 @@ func startServer(dataDir string, extra ...string) (*serverProc, error) {
 	if err != nil {
 		return nil, err
 	}
+	dbPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
 	logPath := filepath.Join(dataDir, "server.log")
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -176,7 +181,8 @@ func startServer(dataDir string, extra ...string) (*serverProc, error) {
 		"--tls-listen", fmt.Sprintf("127.0.0.1:%d", tlsPort), "--templates", template, "--pool", "2",
 		// The suite's git servers listen on 127.0.0.1 (git daemon); every
 		// other address of this machine stays closed to app clones.
-		"--git-allow-cidrs", "127.0.0.1/32"}, append(hostCAArgs(), extra...)...)
+		"--git-allow-cidrs", "127.0.0.1/32",
+		"--db-listen", fmt.Sprintf("127.0.0.1:%d", dbPort)}, append(hostCAArgs(), extra...)...)
 	cmd := exec.Command(filepath.Join(binDir, "pandastack"), args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -184,7 +190,7 @@ func startServer(dataDir string, extra ...string) (*serverProc, error) {
 		return nil, err
 	}
 	s := &serverProc{cmd: cmd, dataDir: dataDir, url: fmt.Sprintf("http://127.0.0.1:%d", port),
-		tlsAddr: fmt.Sprintf("127.0.0.1:%d", tlsPort), log: logPath, exited: make(chan struct{})}
+		tlsAddr: fmt.Sprintf("127.0.0.1:%d", tlsPort), dbAddr: fmt.Sprintf("127.0.0.1:%d", dbPort), log: logPath, exited: make(chan struct{})}
 	go func() { cmd.Wait(); close(s.exited) }()
 	deadline := time.Now().Add(5 * time.Minute)
 	for {

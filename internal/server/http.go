@@ -54,7 +54,7 @@ func newHTTPServer(h http.Handler, lim httpLimits, log *slog.Logger) *http.Serve
 func (s *Server) openCA() error {
 	c, err := ca.Open(filepath.Join(s.cfg.DataDir, "ca"), []string{s.domain()})
 	if err != nil {
-		if s.cfg.TLSListen != "" {
+		if s.cfg.TLSListen != "" || s.cfg.DBListen != "" {
 			return err
 		}
 		s.log.Warn("certificate authority unavailable", "err", err)

@@ -25,6 +25,7 @@ import (
 	"github.com/pandastack/pandastack/internal/ca"
 	"github.com/pandastack/pandastack/internal/cowfs"
 	"github.com/pandastack/pandastack/internal/cron"
+	"github.com/pandastack/pandastack/internal/databases"
 	"github.com/pandastack/pandastack/internal/diskreserve"
 	"github.com/pandastack/pandastack/internal/functions"
 	"github.com/pandastack/pandastack/internal/hostagent"
@@ -111,6 +112,15 @@ type Config struct {
 	// GitAllow lists ranges apps may be cloned from although they are the
 	// server's own networks (apps.GitGuard).
 	GitAllow []netip.Prefix
+	// DBListen, when set, is the address of the database router
+	// (internal/pgrouter): PostgreSQL clients of every database on one
+	// port. Empty: databases cannot be created.
+	DBListen string
+	// DBDomain is the parent of databases' host names (<id>.DBDomain;
+	// default db.SandboxDomain), under SandboxDomain.
+	DBDomain string
+	// DBReady, if set, is called with the database router's address.
+	DBReady func(addr string)
 }
 
 // Server is a running single-node PandaStack.
@@ -165,6 +175,8 @@ type Server struct {
 	// (functions.go).
 	fns  *functions.Service
 	cron *cron.Service
+	// databases is the managed PostgreSQL service (internal/databases).
+	databases *databases.Service
 }
 
 // FindAgent locates the pandastack-guest binary: beside the running
@@ -348,6 +360,12 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	if err := s.openFunctions(ctx); err != nil {
 		s.log.Error("recover function invocations", "err", err)
 	}
+	if err := s.openDatabases(ctx); err != nil {
+		_ = s.agent.Close(ctx, false)
+		s.engine.Wait()
+		s.closeNetwork()
+		return nil, err
+	}
 	ok = true
 	return s, nil
 }
@@ -420,7 +438,7 @@ func (s *Server) Handler() http.Handler {
 	return api.New(api.Config{Store: s.store, Engine: registry.Engine{Engine: s.sandboxEngine(), Registry: s.registry}, Builder: s.builder, Templates: s.registry, Logger: s.log,
 		Quotas: s.quotas, Storage: s.reserve, SandboxDomain: s.cfg.SandboxDomain, Network: s.apiNetwork(),
 		ProxySecret: s.proxySecret, Archive: s.archive, Hosts: s.hosts, CACert: s.caPEM(), Bench: s.bench, Apps: s.apps,
-		E2B: s.e2bServer(), Functions: s.fns, Cron: s.cron}).Handler()
+		E2B: s.e2bServer(), Functions: s.fns, Cron: s.cron, Databases: s.databases, SQL: s.sqlHandler()}).Handler()
 }
 
 // Routes is the route table services register hostnames in (the HTTP
@@ -436,6 +454,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	ln = router.LimitPerClient(ln, s.maxConnsPerClient())
+	s.databases.SetSQLURL("http://" + ln.Addr().String() + "/sql")
 	h := s.Handler()
 	srv := newHTTPServer(h, defaultLimits, s.log)
 	stopTLS := func() {}
@@ -450,6 +469,21 @@ func (s *Server) Serve(ctx context.Context) error {
 		s.log.Info("serving TLS", "addr", addr, "domain", s.domain(), "ca", s.ca.CertPath())
 		if s.cfg.TLSReady != nil {
 			s.cfg.TLSReady(addr)
+		}
+	}
+	stopDB := func() {}
+	if s.cfg.DBListen != "" {
+		addr, stop, err := s.serveDatabases()
+		if err != nil {
+			stopTLS()
+			ln.Close()
+			s.Close(context.Background())
+			return err
+		}
+		stopDB = stop
+		s.log.Info("serving databases", "addr", addr, "domain", s.dbDomain())
+		if s.cfg.DBReady != nil {
+			s.cfg.DBReady(addr)
 		}
 	}
 	bctx, cancelBuilds := context.WithCancel(ctx)
@@ -472,6 +506,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		_ = srv.Shutdown(sctx)
 		cancel()
 	}
+	stopDB()
 	stopTLS()
 	cancelBuilds()
 	return errors.Join(err, s.Close(context.Background()))

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/pandastack/pandastack/internal/guestimage"
+	"github.com/pandastack/pandastack/internal/pgbouncer"
 )
 
 // basePackages is what every application template starts from: base's
@@ -95,17 +96,21 @@ func init() {
 		CPUs: 1, MemoryMiB: 2048,
 		Warm: "test -x /usr/bin/chromium && node -e \"require('playwright-core')\"",
 	}
-	// postgres: PostgreSQL 17 with pgvector, running in the bake, trusting
-	// local connections (the sandbox is the security boundary).
+	// postgres: PostgreSQL 17 with pgvector and more extensions (see
+	// PostgresExtensions), running in the bake, trusting local connections
+	// (the sandbox is the security boundary). A managed database
+	// (internal/databases) turns trust off for its own machine.
 	Catalog["postgres"] = Def{
 		Name: "postgres",
 		Rootfs: guestimage.RootfsSpec{Suite: "trixie", Mirror: DebianMirror,
-			Packages: withBase("postgresql-17", "postgresql-client-17", "postgresql-17-pgvector"),
+			Packages: withBase(append([]string{"postgresql-17", "postgresql-client-17"}, postgresExtensionPackages...)...),
 			Run: []string{
 				"test -d /etc/postgresql/17/main || pg_createcluster 17 main",
 				"printf 'local all all trust\\nhost all all 127.0.0.1/32 trust\\nhost all all ::1/128 trust\\n' > /etc/postgresql/17/main/pg_hba.conf",
+				postgresExtensionConf,
 			}},
-		CPUs: 1, MemoryMiB: 512,
+		Files: map[string][]byte{pgbouncer.Config: []byte(pgbouncer.Ini)},
+		CPUs:  1, MemoryMiB: 512,
 		Warm: "install -d -o postgres -g postgres -m 2775 /run/postgresql && pg_ctlcluster 17 main start && " +
 			"psql -U postgres -h 127.0.0.1 -Atc 'select 1'",
 	}

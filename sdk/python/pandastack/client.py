@@ -14,6 +14,7 @@ from urllib.parse import quote
 from . import errors
 from ._http import CHUNK, Transport, iter_file
 from ._code import Execution, read_code_stream
+from ._databases import Databases
 from ._models import (CreatedKey, ExecResult, FileInfo, Key, ProcessInfo, Snapshot, Template,
                       parse_time, read_exec_stream)
 from ._version import __version__
@@ -48,6 +49,7 @@ class PandaStack:
         self._t = Transport(base_url, token, timeout, f"pandastack-python/{__version__}", ssl_context)
         self.sandboxes = Sandboxes(self)
         self.volumes = Volumes(self)
+        self.databases = Databases(self)
 
     def __repr__(self) -> str:
         return f"PandaStack(base_url={self.base_url!r})"

@@ -114,6 +114,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self._json(200, {})
         if path == "/v1/health":
             return self._json(200, {"status": "ok"})
+        if path == "/v1/databases" and self.command == "POST":
+            req = json.loads(body["data"])
+            if req["name"] == "taken":
+                return self._json(409, {"error": {"code": "conflict", "message": "taken"}})
+            return self._json(201, {"id": "db-1", "name": req["name"], "state": "running",
+                                    "connection_uri": "postgres://u:p@db-1.db.localhost:5432/" + req["name"] + "?sslmode=require"})
+        if path == "/v1/databases/db-1/hibernate" and self.command == "POST":
+            return self._json(200, {"id": "db-1", "state": "hibernated"})
         if path == "/v1/volumes" and self.command == "POST":
             req = json.loads(body["data"])
             if req["size_mib"] > 1000:
@@ -281,6 +289,15 @@ class LocalServerTest(unittest.TestCase):
                 self.assertIn(code, str(e))
         self.assertTrue(issubclass(QuotaExceededError, RateLimitError))
         self.assertTrue(issubclass(RequestTimeoutError, TimeoutError))
+
+    def test_databases(self):
+        c = self.client()
+        d = c.databases.create("orders")
+        self.assertEqual((d["id"], d["state"]), ("db-1", "running"))
+        self.assertTrue(d["connection_uri"].endswith("/orders?sslmode=require"))
+        with self.assertRaises(ConflictError):
+            c.databases.create("taken")
+        self.assertEqual(c.databases.hibernate("db-1")["state"], "hibernated")
 
     def test_volumes(self):
         c = self.client()

@@ -4,6 +4,7 @@ import { makeError } from "./errors.js";
 import { HttpClient, NDJSON } from "./http.js";
 import { describe, isAbort, readNDJSON } from "./ndjson.js";
 import { Sandboxes } from "./sandbox.js";
+import { Databases } from "./databases.js";
 import {
   toCreatedKey,
   toKey,
@@ -336,6 +337,7 @@ export class PandaStack {
   readonly templates: Templates;
   readonly keys: Keys;
   readonly volumes: Volumes;
+  readonly databases: Databases;
   readonly quotas: QuotasAPI;
   readonly snapshots: Snapshots;
 
@@ -348,6 +350,7 @@ export class PandaStack {
     this.templates = new Templates(this.#http);
     this.keys = new Keys(this.#http);
     this.volumes = new Volumes(this.#http);
+    this.databases = new Databases(this.#http);
     this.quotas = new QuotasAPI(this.#http);
     this.snapshots = new Snapshots(this.#http);
   }

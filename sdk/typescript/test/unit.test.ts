@@ -548,6 +548,25 @@ describe("requests", () => {
     assert.deepEqual(JSON.parse(seen[0]!.body.toString()), { template: "base", volumes: [{ volume: "data", path: "/data" }] });
   });
 
+  test("databases: create sends snake_case, answers camelCase; hibernate by name", async () => {
+    const wd = { id: "db-1", name: "orders", state: "running", host: "db-1.db.localhost", port: 5432, user: "orders_owner",
+      database: "orders", machine_id: "sbx_1", created_at: "2025-01-02T03:04:05Z", auto_hibernate_seconds: 300, password: "pw",
+      connection_uri: "postgres://orders_owner:pw@db-1.db.localhost:5432/orders?sslmode=require",
+      pooled_connection_uri: "postgres://orders_owner:pw@db-1-pooler.db.localhost:5432/orders?sslmode=require", http_url: "http://x/sql" };
+    serve((req, _b, res) => {
+      if (req.method === "POST" && req.url === "/v1/databases") return json(res, 201, wd);
+      return json(res, 200, { ...wd, state: "hibernated", password: undefined });
+    });
+    const d = await client().databases.create({ name: "orders", autoHibernateSeconds: 300 });
+    assert.deepEqual(JSON.parse(seen[0]!.body.toString()), { name: "orders", auto_hibernate_seconds: 300 });
+    assert.equal(d.pooledConnectionUri, wd.pooled_connection_uri);
+    assert.equal(d.httpUrl, "http://x/sql");
+    assert.equal(d.autoHibernateSeconds, 300);
+    const h = await client().databases.hibernate("orders");
+    assert.equal(seen[1]!.url, "/v1/databases/orders/hibernate");
+    assert.equal(h.state, "hibernated");
+  });
+
   test("network: policy in snake_case, getHost from the server's domain", async () => {
     serve((_req, _b, res) => json(res, 201, { ...wireSandbox, domain: "sbx.example.com", network: { egress: "deny", allow_domains: ["*.pypi.org"] } }));
     const s = await client().sandboxes.create({ template: "base", network: { allowDomains: ["*.pypi.org"], publicPorts: [8080] } });

@@ -1,0 +1,85 @@
+package databases
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/sandboxes"
+)
+
+// CreateParams is a database as a user asks for it.
+type CreateParams struct {
+	Name string
+	// AutoHibernateSeconds, when above 0, is scale to zero: with no
+	// client connection for that long the machine hibernates, and the
+	// next connection wakes it (nil or 0: never).
+	AutoHibernateSeconds *int64
+}
+
+// Create makes database p.Name for teamID and answers once a query with
+// its credentials went through the router. A taken name is EConflict; the
+// router off is EUnavailable. Whatever fails on the way is removed: no
+// record, machine or route is left.
+func (s *Service) Create(ctx context.Context, teamID string, p CreateParams) (Info, error) {
+	name := p.Name
+	if err := checkName(name); err != nil {
+		return Info{}, err
+	}
+	if addr, _ := s.router(); addr == "" {
+		return Info{}, pandastack.Errorf(pandastack.EUnavailable, "databases are off on this server: start it with --db-listen")
+	}
+	password := newPassword()
+	d := pandastack.Database{ID: newID(), TeamID: teamID, Name: name, State: pandastack.DatabaseCreating,
+		User: name + "_owner", DBName: name, CreatedAt: time.Now().UTC()}
+	sealed, err := s.cfg.Secrets.Seal(password, passwordAAD(d.ID))
+	if err != nil {
+		return Info{}, fmt.Errorf("seal database password: %w", err)
+	}
+	d.PasswordSealed = sealed
+	// The record first: a taken name fails before any machine starts.
+	if err := s.cfg.Store.CreateDatabase(ctx, d); err != nil {
+		return Info{}, err
+	}
+	log := s.log.With("database", d.ID, "team", teamID)
+	ok := false
+	defer func() {
+		if !ok {
+			s.discard(ctx, d)
+		}
+	}()
+	t0 := time.Now()
+	sb, err := s.cfg.Sandboxes.Create(ctx, teamID, sandboxes.CreateParams{Template: Template, Lifetime: string(pandastack.LifetimeService),
+		Metadata: map[string]string{"pandastack.database": d.ID}, AutoHibernateSeconds: p.AutoHibernateSeconds})
+	if err != nil {
+		return Info{}, fmt.Errorf("create database %s: %w", name, err)
+	}
+	d.MachineID = sb.ID
+	if err := s.cfg.Store.UpdateDatabase(ctx, d.ID, d.State, d.MachineID); err != nil {
+		return Info{}, err
+	}
+	tMachine := time.Since(t0)
+	t1 := time.Now()
+	if err := s.setup(ctx, d, password); err != nil {
+		return Info{}, fmt.Errorf("create database %s: %w", name, err)
+	}
+	tSetup := time.Since(t1)
+	if err := s.register(d); err != nil {
+		return Info{}, err
+	}
+	t2 := time.Now()
+	if err := s.probe(ctx, d, password); err != nil {
+		return Info{}, fmt.Errorf("create database %s: first query through the router: %w", name, err)
+	}
+	d.State = pandastack.DatabaseReady
+	if err := s.cfg.Store.UpdateDatabase(ctx, d.ID, d.State, d.MachineID); err != nil {
+		return Info{}, err
+	}
+	ok = true
+	log.Info("database created", "machine", d.MachineID, "machine_ms", tMachine.Milliseconds(),
+		"setup_ms", tSetup.Milliseconds(), "probe_ms", time.Since(t2).Milliseconds(), "total_ms", time.Since(t0).Milliseconds())
+	in := s.info(d, StateRunning, password)
+	in.AutoHibernateSeconds = sb.AutoHibernateSeconds
+	return in, nil
+}

@@ -1,0 +1,52 @@
+package databases
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/pgrouter"
+)
+
+// probe connects to d through the database router as its tenant (TLS
+// verified against the server's CA, SNI naming the database) and runs a
+// query: what a client will do next.
+func (s *Service) probe(ctx context.Context, d pandastack.Database, password string) error {
+	for _, label := range []string{d.ID, d.ID + PoolerSuffix} {
+		if err := s.probeHost(ctx, pgrouter.Host(label, s.cfg.Domain), d, password); err != nil {
+			return fmt.Errorf("%s: %w", label, err)
+		}
+	}
+	return nil
+}
+
+func (s *Service) probeHost(ctx context.Context, host string, d pandastack.Database, password string) error {
+	addr, _ := s.router()
+	cfg, err := pgx.ParseConfig("sslmode=require")
+	if err != nil {
+		return fmt.Errorf("probe config: %w", err)
+	}
+	cfg.Host, cfg.Port, cfg.User, cfg.Password, cfg.Database = host, 5432, d.User, password, d.DBName
+	cfg.Fallbacks = nil
+	cfg.TLSConfig = &tls.Config{ServerName: host, RootCAs: s.roots, MinVersion: tls.VersionTLS12}
+	cfg.LookupFunc = func(context.Context, string) ([]string, error) { return []string{host}, nil }
+	cfg.DialFunc = func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var dl net.Dialer
+		return dl.DialContext(ctx, "tcp", addr)
+	}
+	cfg.ConnectTimeout = time.Minute
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var one int
+	if err := conn.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
+		return fmt.Errorf("query: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,126 @@
+package databases
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"net"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/pgbouncer"
+)
+
+// hbaLines replace the template's trust-everything pg_hba.conf in a
+// database's machine: over TCP (how the router reaches it) every role
+// logs in with its password; the postgres superuser only over the local
+// socket, as the postgres OS user.
+var hbaLines = []string{
+	"# PandaStack managed database (internal/databases): passwords over TCP.",
+	"local   all   postgres                  peer",
+	"host    all   all        127.0.0.1/32   scram-sha-256",
+	"host    all   all        ::1/128        scram-sha-256",
+}
+
+// quoteIdent quotes a PostgreSQL identifier.
+func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+
+// quoteLiteral quotes a PostgreSQL string literal.
+func quoteLiteral(s string) string { return `'` + strings.ReplaceAll(s, `'`, `''`) + `'` }
+
+// setupSQL makes the tenant's role (from its SCRAM verifier) and its
+// database.
+func setupSQL(user, verifier, db string) []string {
+	return []string{
+		fmt.Sprintf("CREATE ROLE %s LOGIN PASSWORD %s", quoteIdent(user), quoteLiteral(verifier)),
+		fmt.Sprintf("CREATE DATABASE %s OWNER %s", quoteIdent(db), quoteIdent(user)),
+	}
+}
+
+// hbaSQL writes hbaLines over the server's hba_file (one COPY row per
+// line: none holds a tab or a backslash) and reloads the configuration.
+func hbaSQL(hbaFile string) []string {
+	quoted := make([]string, len(hbaLines))
+	for i, l := range hbaLines {
+		quoted[i] = quoteLiteral(l)
+	}
+	return []string{
+		fmt.Sprintf("COPY (SELECT unnest(ARRAY[%s])) TO %s", strings.Join(quoted, ", "), quoteLiteral(hbaFile)),
+		"SELECT pg_reload_conf()",
+	}
+}
+
+// setup configures a fresh machine for database d with password: as the
+// postgres superuser, whom the template still trusts on the machine's
+// loopback (reached through the guest agent: no psql started in the
+// guest), it makes the role, the database and PgBouncer's auth_file, then
+// turns that trust off; last it starts PgBouncer.
+func (s *Service) setup(ctx context.Context, d pandastack.Database, password string) error {
+	salt := make([]byte, 16)
+	_, _ = rand.Read(salt)
+	verifier, err := scramVerifier(password, salt)
+	if err != nil {
+		return err
+	}
+	cfg, err := pgx.ParseConfig("sslmode=disable")
+	if err != nil {
+		return fmt.Errorf("setup config: %w", err)
+	}
+	cfg.Host, cfg.Port, cfg.User, cfg.Database, cfg.Fallbacks = "machine", Port, "postgres", "postgres", nil
+	cfg.LookupFunc = func(context.Context, string) ([]string, error) { return []string{"machine"}, nil }
+	cfg.DialFunc = func(ctx context.Context, _, _ string) (net.Conn, error) {
+		g, err := s.cfg.Engine.Guest(ctx, d.MachineID)
+		if err != nil {
+			return nil, err
+		}
+		return g.DialPort(ctx, Port)
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("set up database: connect as postgres: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var hbaFile string
+	if err := conn.QueryRow(ctx, "SHOW hba_file").Scan(&hbaFile); err != nil {
+		return fmt.Errorf("set up database: find hba_file: %w", err)
+	}
+	qs := append(setupSQL(d.User, verifier, d.DBName), poolerSQL(d.User, verifier)...)
+	for _, q := range append(qs, hbaSQL(hbaFile)...) {
+		if _, err := conn.Exec(ctx, q, pgx.QueryExecModeSimpleProtocol); err != nil {
+			// The statement holds the verifier: say which step, not it.
+			return fmt.Errorf("set up database: %s: %w", strings.SplitN(q, " ", 3)[:2], err)
+		}
+	}
+	return s.startPooler(ctx, d)
+}
+
+// poolerSQL writes PgBouncer's auth_file: the role and its SCRAM verifier.
+func poolerSQL(user, verifier string) []string {
+	line := fmt.Sprintf(`"%s" "%s"`, user, verifier)
+	return []string{fmt.Sprintf("COPY (SELECT %s) TO %s", quoteLiteral(line), quoteLiteral(pgbouncer.Users))}
+}
+
+// startPooler starts PgBouncer in d's machine as the postgres user
+// (daemonized: it keeps running in the machine, hibernation included).
+func (s *Service) startPooler(ctx context.Context, d pandastack.Database) error {
+	g, err := s.cfg.Engine.Guest(ctx, d.MachineID)
+	if err != nil {
+		return fmt.Errorf("start pooler: %w", err)
+	}
+	var out strings.Builder
+	res, err := g.Exec(ctx, pandastack.ExecRequest{Args: []string{"runuser", "-u", "postgres", "--", "pgbouncer", "-d", "-q", pgbouncer.Config},
+		User: "root", Cwd: "/", TimeoutSeconds: 60}, nil, func(ev pandastack.ExecEvent) error {
+		if (ev.Type == "stdout" || ev.Type == "stderr") && out.Len() < 4096 {
+			out.Write(ev.Data)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("start pooler: %w", err)
+	}
+	if res.ExitCode != 0 || res.TimedOut {
+		return fmt.Errorf("start pooler: exit %d: %s", res.ExitCode, strings.TrimSpace(out.String()))
+	}
+	return nil
+}

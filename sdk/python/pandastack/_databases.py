@@ -1,0 +1,51 @@
+"""``client.databases``: managed PostgreSQL databases."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+from urllib.parse import quote
+
+
+class Databases:
+    """``client.databases``: managed PostgreSQL 17 databases, each its own
+    machine. A database is a dict with ``id``, ``name``, ``state``
+    (running, hibernated, stopped), ``host``, ``port``, ``user``,
+    ``database``, ``created_at``; create and get add ``password``,
+    ``connection_uri``, ``pooled_connection_uri`` (PgBouncer) and
+    ``http_url`` (SQL over HTTP, Neon's wire)."""
+
+    def __init__(self, client: Any):
+        self._c = client
+
+    def create(self, name: str, *, auto_hibernate_seconds: Optional[int] = None) -> Dict[str, Any]:
+        """Makes a database; returns once a query through the server's
+        database router answered. ConflictError for a taken name.
+        ``auto_hibernate_seconds`` is scale to zero: with no client
+        connection for that long it hibernates; the next one wakes it."""
+        body: Dict[str, Any] = {"name": name}
+        if auto_hibernate_seconds is not None:
+            body["auto_hibernate_seconds"] = auto_hibernate_seconds
+        return self._c._t.call("POST", "/v1/databases", json_body=body)
+
+    def list(self) -> List[Dict[str, Any]]:
+        """The team's databases, oldest first, without credentials."""
+        return list(self._c._t.call("GET", "/v1/databases").get("databases") or [])
+
+    def get(self, id_or_name: str) -> Dict[str, Any]:
+        return self._c._t.call("GET", _path(id_or_name))
+
+    def delete(self, id_or_name: str) -> None:
+        """Deletes a database: its machine, its data and its route."""
+        self._c._t.call("DELETE", _path(id_or_name))
+
+    def hibernate(self, id_or_name: str) -> Dict[str, Any]:
+        """Saves the database's machine to disk; the next connection (or
+        wake) brings it back."""
+        return self._c._t.call("POST", _path(id_or_name) + "/hibernate")
+
+    def wake(self, id_or_name: str) -> Dict[str, Any]:
+        return self._c._t.call("POST", _path(id_or_name) + "/wake")
+
+
+def _path(id_or_name: str) -> str:
+    return "/v1/databases/" + quote(id_or_name, safe="")

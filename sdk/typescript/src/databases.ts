@@ -1,0 +1,115 @@
+import type { HttpClient } from "./http.js";
+import type { RequestOptions } from "./types.js";
+
+/** A managed PostgreSQL 17 database: its own machine, reached through the server's database router. */
+export interface Database {
+  id: string;
+  name: string;
+  /** "creating", "running", "hibernated" or "stopped". */
+  state: string;
+  /** `<id>.<db domain>`: the TLS SNI name that routes to this database. */
+  host: string;
+  port: number;
+  user: string;
+  database: string;
+  machineId: string;
+  createdAt: Date;
+  /** Scale to zero: hibernates after that many seconds without a client connection (0: never). */
+  autoHibernateSeconds: number;
+  /** Create and get only. */
+  password?: string;
+  /** `postgres://USER:PASSWORD@HOST:PORT/DB?sslmode=require` (create and get only). */
+  connectionUri?: string;
+  /** The same through PgBouncer in the machine, transaction pooling (create and get only). */
+  pooledConnectionUri?: string;
+  /** SQL over HTTP (Neon's `/sql` wire): `neonConfig.fetchEndpoint` of `@neondatabase/serverless`. */
+  httpUrl?: string;
+}
+
+/** @internal */
+export interface WireDatabase {
+  id: string;
+  name: string;
+  state: string;
+  host: string;
+  port: number;
+  user: string;
+  database: string;
+  machine_id: string;
+  created_at: string;
+  auto_hibernate_seconds?: number;
+  password?: string;
+  connection_uri?: string;
+  pooled_connection_uri?: string;
+  http_url?: string;
+}
+
+/** @internal */
+export function toDatabase(w: WireDatabase): Database {
+  return {
+    id: w.id,
+    name: w.name,
+    state: w.state,
+    host: w.host,
+    port: w.port,
+    user: w.user,
+    database: w.database,
+    machineId: w.machine_id,
+    createdAt: new Date(w.created_at),
+    autoHibernateSeconds: w.auto_hibernate_seconds ?? 0,
+    password: w.password,
+    connectionUri: w.connection_uri,
+    pooledConnectionUri: w.pooled_connection_uri,
+    httpUrl: w.http_url,
+  };
+}
+
+/** `client.databases`: managed PostgreSQL databases. */
+export class Databases {
+  readonly #http: HttpClient;
+  /** @internal */
+  constructor(http: HttpClient) {
+    this.#http = http;
+  }
+
+  /**
+   * Creates a database; resolves once a query through the server's database router answered.
+   * A taken name throws ConflictError. `autoHibernateSeconds` is scale to zero.
+   */
+  async create(params: { name: string; autoHibernateSeconds?: number } & RequestOptions): Promise<Database> {
+    const body: { name: string; auto_hibernate_seconds?: number } = { name: params.name };
+    if (params.autoHibernateSeconds !== undefined) body.auto_hibernate_seconds = params.autoHibernateSeconds;
+    const w = await this.#http.json<WireDatabase>({ method: "POST", path: "/v1/databases", json: body, signal: params.signal });
+    return toDatabase(w);
+  }
+
+  /** Lists the team's databases, oldest first, without credentials. */
+  async list(opts: RequestOptions = {}): Promise<Database[]> {
+    const w = await this.#http.json<{ databases: WireDatabase[] }>({ method: "GET", path: "/v1/databases", signal: opts.signal });
+    return (w.databases ?? []).map(toDatabase);
+  }
+
+  /** Fetches a database (id or name) with its credentials. */
+  async get(idOrName: string, opts: RequestOptions = {}): Promise<Database> {
+    return toDatabase(await this.#http.json<WireDatabase>({ method: "GET", path: dbPath(idOrName), signal: opts.signal }));
+  }
+
+  /** Deletes a database: its machine, its data and its route. */
+  async delete(idOrName: string, opts: RequestOptions = {}): Promise<void> {
+    await this.#http.json<unknown>({ method: "DELETE", path: dbPath(idOrName), signal: opts.signal });
+  }
+
+  /** Saves the database's machine to disk; the next connection (or wake) brings it back. */
+  async hibernate(idOrName: string, opts: RequestOptions = {}): Promise<Database> {
+    return toDatabase(await this.#http.json<WireDatabase>({ method: "POST", path: dbPath(idOrName) + "/hibernate", signal: opts.signal }));
+  }
+
+  /** Brings a hibernated database back. */
+  async wake(idOrName: string, opts: RequestOptions = {}): Promise<Database> {
+    return toDatabase(await this.#http.json<WireDatabase>({ method: "POST", path: dbPath(idOrName) + "/wake", signal: opts.signal }));
+  }
+}
+
+function dbPath(idOrName: string): string {
+  return `/v1/databases/${encodeURIComponent(idOrName)}`;
+}
