@@ -35,6 +35,7 @@ import (
 
 	"github.com/pandastack/pandastack"
 	"github.com/pandastack/pandastack/internal/cowfs"
+	"github.com/pandastack/pandastack/internal/jail"
 	"github.com/pandastack/pandastack/internal/vmm"
 )
 
@@ -49,6 +50,9 @@ type Config struct {
 	// Network, if set, gives each VM's NIC a tap (see internal/network);
 	// without it the NIC has no peer.
 	Network vmm.Network
+	// NoJail runs QEMU without its jail (namespaces, own root, cgroup) even
+	// as root: for A/B measurements. PANDASTACK_JAIL=off does the same.
+	NoJail bool
 	// MaxSerialLog caps each VM's serial console log (default
 	// DefaultMaxSerialLog; below 0 no cap).
 	MaxSerialLog int64
@@ -71,6 +75,12 @@ type Driver struct {
 	pools map[string]*pool
 	ctx   context.Context
 	stop  context.CancelFunc
+
+	// jailed: VMs run in jails (jail.go); cgroups caps them there.
+	jailed  bool
+	jailWhy string
+	cgroups *jail.Cgroups
+	ioDev   string // MAJ:MIN of the device the VM files are on
 }
 
 var _ vmm.Driver = (*Driver)(nil)
@@ -122,10 +132,13 @@ func New(cfg Config) (*Driver, error) {
 		d.groups = append(d.groups, uint32(vmGroup(cfg.UIDBase)))
 	}
 	if st, err := os.Stat("/dev/kvm"); err == nil {
-		if s, ok := st.Sys().(*syscall.Stat_t); ok {
+		// Never root's group, which /dev/kvm has on some hosts: the VM
+		// would get every file readable by group 0.
+		if s, ok := st.Sys().(*syscall.Stat_t); ok && s.Gid != 0 {
 			d.groups = append(d.groups, s.Gid)
 		}
 	}
+	d.setupJail()
 	return d, nil
 }
 
@@ -200,7 +213,7 @@ func (d *Driver) Boot(ctx context.Context, spec vmm.BootSpec) (vmm.VM, error) {
 		return nil, err
 	}
 	defer closeAll(slots)
-	v, err := d.start(ctx, spec.ID, uid, args, "", spec.Machine, slots...)
+	v, err := d.start(ctx, spec.ID, uid, args, "", spec.Machine, vmFiles{mem: spec.MemFile, bootDisk: spec.Disk}, slots...)
 	if err != nil {
 		return nil, err
 	}
@@ -275,7 +288,7 @@ func (d *Driver) prepare(ctx context.Context, id string, m vmm.Machine, diskSize
 		return nil, err
 	}
 	defer closeAll(slots)
-	v, err := d.start(ctx, id, uid, args, machineKey(m, diskSize), m, append([]*os.File{rw, ro}, slots...)...)
+	v, err := d.start(ctx, id, uid, args, machineKey(m, diskSize), m, vmFiles{mem: mem}, append([]*os.File{rw, ro}, slots...)...)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -562,10 +575,19 @@ func syscallKill(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }
 // Recover re-attaches to a VM whose process outlived an earlier server.
 func (d *Driver) Recover(ctx context.Context, id string) (vmm.VM, error) {
 	dir := filepath.Join(d.cfg.Dir, id)
-	b, err := os.ReadFile(filepath.Join(dir, metaFile))
+	// The directory may have been writable by the VM's uid (an unjailed
+	// VM): its record is read without following links, and the process
+	// it names must run as the uid it names.
+	b, err := jail.ReadFileBeneath(dir, metaFile, 1<<20)
 	var m meta
 	if err == nil {
 		err = json.Unmarshal(b, &m)
+	}
+	if err == nil && m.UID > 0 && m.PID > 0 {
+		if u, uerr := uidOf(m.PID); uerr == nil && u != m.UID {
+			err = fmt.Errorf("process %d runs as uid %d, not the VM's %d", m.PID, u, m.UID)
+			m.PID = 0
+		}
 	}
 	gone := func() (vmm.VM, error) {
 		if m.PID > 0 && isOurQEMU(m.PID, m.name()) {
