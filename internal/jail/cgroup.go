@@ -34,7 +34,9 @@ type Cgroups struct {
 const cgroupFS = "/sys/fs/cgroup"
 
 // ProbeCgroups finds how this host can cap jails and prepares the
-// server's group (name, e.g. "pandastack") for them. It never fails: a
+// server's group (name, a path such as "pandastack-vms/ps1a2b3c": one group
+// per server, so that servers sharing a host never sweep each other's) for
+// them. It never fails: a
 // host without usable cgroups gets a Cgroups that makes none, and Status
 // says why.
 func ProbeCgroups(name string) *Cgroups {
@@ -70,8 +72,15 @@ func probeV2(name string) (*Cgroups, error) {
 		return nil, fmt.Errorf("create %s: %w", dir, err)
 	}
 	// Controllers must be enabled from the top down; the root and the
-	// server's group hold no processes of ours, so this is allowed.
-	for _, parent := range []string{cgroupFS, dir} {
+	// server's groups hold no processes of ours, so this is allowed.
+	parents := []string{cgroupFS}
+	for p := cgroupFS; p != dir; {
+		rest := strings.TrimPrefix(strings.TrimPrefix(dir, p), "/")
+		first, _, _ := strings.Cut(rest, "/")
+		p = filepath.Join(p, first)
+		parents = append(parents, p)
+	}
+	for _, parent := range parents {
 		for _, c := range want {
 			if err := os.WriteFile(filepath.Join(parent, "cgroup.subtree_control"), []byte("+"+c), 0); err != nil && c != "io" {
 				return nil, fmt.Errorf("delegate %s in %s: %w", c, parent, err)

@@ -362,9 +362,12 @@ func errText(err error) string {
 }
 
 // cleanInterrupted removes what builds cut short by a stopped server left:
-// half-made step disks and unpacked build contexts. Finished steps stay.
+// half-made step disks, half-baked templates (a RAM file and a disk each)
+// and unpacked build contexts. Finished steps and templates stay.
 func (b *Builder) cleanInterrupted() {
 	tmps, _ := filepath.Glob(filepath.Join(b.cfg.DataDir, "steps", "*.tmp"))
+	baking, _ := filepath.Glob(filepath.Join(b.cfg.TemplateDir, "*", "*.tmp"))
+	tmps = append(tmps, baking...)
 	for _, d := range tmps {
 		_ = os.RemoveAll(d)
 	}

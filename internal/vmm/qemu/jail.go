@@ -1,6 +1,8 @@
 package qemu
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -8,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -56,7 +59,10 @@ func (d *Driver) setupJail() {
 		return
 	}
 	d.jailed = true
-	d.cgroups = jail.ProbeCgroups(cgroupGroup)
+	// One group per server (by its VM directory), so that a sweep never
+	// meets another server's VMs.
+	h := sha256.Sum256([]byte(d.cfg.Dir))
+	d.cgroups = jail.ProbeCgroups(cgroupGroup + "/" + hex.EncodeToString(h[:4]))
 	d.cgroups.Sweep()
 	var st unix.Stat_t
 	if err := unix.Stat(d.cfg.Dir, &st); err == nil {
@@ -177,6 +183,20 @@ func listenUnix(path string) (*os.File, error) {
 		return nil, fmt.Errorf("bind %s: %w", filepath.Base(path), err)
 	}
 	return f, nil
+}
+
+// releaseCgroupOf removes the cgroup of VM name once process pid (which
+// the driver does not wait for: a recovered VM's) has ended.
+func (d *Driver) releaseCgroupOf(name string, pid int) {
+	if d.cgroups == nil || name == "" {
+		return
+	}
+	go func() {
+		for i := 0; i < 100 && pid > 0 && unix.Kill(pid, 0) == nil; i++ {
+			time.Sleep(100 * time.Millisecond)
+		}
+		_ = d.cgroups.Remove(name)
+	}()
 }
 
 // releaseCgroup removes a VM's cgroup once its process is gone.

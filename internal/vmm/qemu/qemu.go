@@ -593,6 +593,11 @@ func (d *Driver) Recover(ctx context.Context, id string) (vmm.VM, error) {
 		if m.PID > 0 && isOurQEMU(m.PID, m.name()) {
 			_ = syscall.Kill(m.PID, syscall.SIGKILL)
 		}
+		name := m.name()
+		if name == "" {
+			name = id
+		}
+		d.releaseCgroupOf(name, m.PID)
 		if err := os.RemoveAll(dir); err != nil {
 			return nil, fmt.Errorf("remove vm dir: %w", err)
 		}
