@@ -63,7 +63,11 @@ func TestCrashChaos(t *testing.T) {
 	rng := rand.New(rand.NewSource(seed))
 
 	s, dir := newTestServer(t, "ps-chaos-")
-	defer func() { s.stop() }() // the last one started on dir
+	defer func() { // the last one started on dir
+		if s != nil {
+			s.stop()
+		}
+	}()
 	key, err := s.client(s.admin).CreateKey(ctx, "chaos", "e2e")
 	if err != nil {
 		t.Fatal(err)
@@ -77,12 +81,12 @@ func TestCrashChaos(t *testing.T) {
 	mounts := mountsUnder(dir)
 	seen := map[string]bool{} // QEMU -names seen: none may keep a cgroup at the end
 
-	order := rng.Perm(len(chaosOps))
+	var order []int
 	for i := 0; i < kills; i++ {
-		op := chaosOps[rng.Intn(len(chaosOps))]
-		if i < len(order) {
-			op = chaosOps[order[i]]
+		if i%len(chaosOps) == 0 { // every operation once per round, in a random order
+			order = rng.Perm(len(chaosOps))
 		}
+		op := chaosOps[order[i%len(chaosOps)]]
 		run, err := chaosSetup(ctx, c, op.name, vol.ID, ctxDir, i)
 		if err != nil {
 			t.Fatalf("kill %d: set up %s: %v", i, op.name, err)
@@ -103,9 +107,12 @@ func TestCrashChaos(t *testing.T) {
 		t.Logf("kill %d: SIGKILL %v into %s", i, delay, op.name)
 		<-done
 
-		if s, err = startServer(dir); err != nil {
+		restarted, err := startServer(dir)
+		if err != nil {
+			s = nil
 			t.Fatalf("kill %d: restart: %v", i, err)
 		}
+		s = restarted
 		if err := s.waitTemplate(template, 10*time.Minute); err != nil {
 			t.Fatalf("kill %d: restart: %v", i, err)
 		}
@@ -162,8 +169,9 @@ func TestCrashChaos(t *testing.T) {
 			}
 		}
 	}
-	s, err = startServer(dir) // for the deferred stop, and: it starts on what is left
-	if err != nil {
+	// It starts again on what is left (and is stopped by the defer).
+	if s, err = startServer(dir); err != nil {
+		s = nil
 		t.Fatal(err)
 	}
 }
