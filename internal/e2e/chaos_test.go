@@ -37,9 +37,10 @@ var chaosOps = []struct {
 // (each is running and answers, hibernated, or ended); every QEMU belongs
 // to a VM directory and every VM directory to a QEMU; a network
 // namespace and host link per QEMU (and no more than the spares); the VM filesystem mounted once; no
-// half-written snapshot, hibernation or build step left. At the end every
-// listed snapshot restores, and once the sandboxes are killed and the
-// server stopped nothing is left: no QEMU, namespace, link, nftables table
+// half-written snapshot, hibernation, template or build step left; every
+// listed snapshot restores (then it and the sandboxes are removed, so a
+// long run stays within the team's quotas). At the end, once the server is
+// stopped, nothing is left: no QEMU, namespace, link, nftables table
 // or VM cgroup (issue 12 item 11).
 //
 // CI runs 14 kills (every operation twice, about a minute here);
@@ -80,6 +81,7 @@ func TestCrashChaos(t *testing.T) {
 	_, ctxDir := writeContext(t, "", map[string]string{"ok.txt": "ok"})
 	mounts := mountsUnder(dir)
 	seen := map[string]bool{} // QEMU -names seen: none may keep a cgroup at the end
+	restored := 0
 
 	var order []int
 	for i := 0; i < kills; i++ {
@@ -117,30 +119,15 @@ func TestCrashChaos(t *testing.T) {
 			t.Fatalf("kill %d: restart: %v", i, err)
 		}
 		c = s.client(key.Key)
-		chaosCheck(t, c, dir, mounts, fmt.Sprintf("after kill %d (%s)", i, op.name))
+		when := fmt.Sprintf("after kill %d (%s)", i, op.name)
+		chaosCheck(t, c, dir, mounts, when)
+		restored += chaosTidy(t, c, when)
 		if t.Failed() {
 			t.Logf("server log:\n%s", s.tail())
 			return
 		}
 	}
-
-	// Every listed snapshot restores.
-	snaps, err := c.ListSnapshots(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, sn := range snaps {
-		sb, err := c.CreateSandbox(ctx, sdk.CreateSandboxParams{Snapshot: sn.ID, TTLSeconds: 300})
-		if err != nil {
-			t.Errorf("snapshot %s (%s) does not restore: %v", sn.ID, sn.Name, err)
-			continue
-		}
-		if r, err := sb.Exec(ctx, "echo restored", sdk.ExecOptions{TimeoutSeconds: 60}); err != nil || strings.TrimSpace(string(r.Stdout)) != "restored" {
-			t.Errorf("sandbox from snapshot %s: %v %+v", sn.ID, err, r)
-		}
-		_ = sb.Kill(ctx)
-	}
-	t.Logf("%d snapshots restored", len(snaps))
+	t.Logf("%d snapshots listed after a kill restored", restored)
 
 	// Once everything is ended and the server stopped, nothing is left.
 	all, err := c.ListSandboxes(ctx, sdk.ListParams{})
@@ -233,6 +220,44 @@ func chaosSetup(ctx context.Context, c *sdk.Client, op, volID, ctxDir string, i 
 		}, nil
 	}
 	return nil, fmt.Errorf("unknown operation %q", op)
+}
+
+// chaosTidy checks that every listed snapshot restores and answers, then
+// deletes it and ends every sandbox, so that a long run stays within the
+// team's quotas. It returns how many snapshots it restored.
+func chaosTidy(t *testing.T, c *sdk.Client, when string) int {
+	t.Helper()
+	ctx := context.Background()
+	snaps, err := c.ListSnapshots(ctx)
+	if err != nil {
+		t.Fatalf("%s: list snapshots: %v", when, err)
+	}
+	for _, sn := range snaps {
+		sb, err := c.CreateSandbox(ctx, sdk.CreateSandboxParams{Snapshot: sn.ID, TTLSeconds: 300})
+		if err != nil {
+			t.Errorf("%s: snapshot %s (%s) does not restore: %v", when, sn.ID, sn.Name, err)
+			continue
+		}
+		if r, err := sb.Exec(ctx, "echo restored", sdk.ExecOptions{TimeoutSeconds: 60}); err != nil || strings.TrimSpace(string(r.Stdout)) != "restored" {
+			t.Errorf("%s: sandbox from snapshot %s: %v %+v", when, sn.ID, err, r)
+		}
+		if err := sb.Kill(ctx); err != nil {
+			t.Errorf("%s: kill the sandbox from snapshot %s: %v", when, sn.ID, err)
+		}
+		if err := c.DeleteSnapshot(ctx, sn.ID); err != nil {
+			t.Errorf("%s: delete snapshot %s: %v", when, sn.ID, err)
+		}
+	}
+	live, err := c.ListSandboxes(ctx, sdk.ListParams{})
+	if err != nil {
+		t.Fatalf("%s: list sandboxes: %v", when, err)
+	}
+	for _, sb := range live {
+		if err := sb.Kill(ctx); err != nil {
+			t.Errorf("%s: kill %s (%s): %v", when, sb.ID, sb.State, err)
+		}
+	}
+	return len(snaps)
 }
 
 // chaosCheck checks what must hold once a restarted server has settled.

@@ -185,26 +185,36 @@ func listenUnix(path string) (*os.File, error) {
 	return f, nil
 }
 
-// releaseCgroupOf removes the cgroup of VM name once process pid (which
-// the driver does not wait for: a recovered VM's) has ended.
+// releaseCgroupOf removes the cgroup of VM name once process pid has left
+// it, in the background: a recovered VM's process is not the server's
+// child, and its cgroup holds it until its new parent reaps it.
 func (d *Driver) releaseCgroupOf(name string, pid int) {
 	if d.cgroups == nil || name == "" {
 		return
 	}
-	go func() {
-		for i := 0; i < 100 && pid > 0 && unix.Kill(pid, 0) == nil; i++ {
-			time.Sleep(100 * time.Millisecond)
+	go func() { _ = d.removeCgroup(name, 10*time.Second) }()
+}
+
+// removeCgroup removes the cgroup of VM name, retrying for up to max while
+// the kernel still counts its (exiting, or exited but unreaped) process.
+func (d *Driver) removeCgroup(name string, max time.Duration) error {
+	deadline := time.Now().Add(max)
+	for {
+		err := d.cgroups.Remove(name)
+		if err == nil || time.Now().After(deadline) {
+			return err
 		}
-		_ = d.cgroups.Remove(name)
-	}()
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // releaseCgroup removes a VM's cgroup once its process is gone.
 func (v *vm) releaseCgroup() {
-	if v.d.cgroups != nil {
-		if err := v.d.cgroups.Remove(v.name); err != nil {
-			v.d.log.Debug("remove vm cgroup", "vm", v.name, "err", err)
-		}
+	if v.d.cgroups == nil {
+		return
+	}
+	if err := v.d.removeCgroup(v.name, 5*time.Second); err != nil {
+		v.d.log.Warn("remove vm cgroup", "vm", v.name, "err", err)
 	}
 }
 

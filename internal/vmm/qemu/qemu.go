@@ -28,6 +28,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -597,6 +598,13 @@ func (d *Driver) Recover(ctx context.Context, id string) (vmm.VM, error) {
 		if name == "" {
 			name = id
 		}
+		if m.PID <= 0 {
+			// No record (a crash between starting QEMU and writing
+			// vm.json): find the process by its -name and its files.
+			for _, pid := range qemuNamed(name, dir) {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
 		d.releaseCgroupOf(name, m.PID)
 		if err := os.RemoveAll(dir); err != nil {
 			return nil, fmt.Errorf("remove vm dir: %w", err)
@@ -630,6 +638,23 @@ func (d *Driver) Recover(ctx context.Context, id string) (vmm.VM, error) {
 		d.mu.Unlock()
 	}
 	return v, nil
+}
+
+// qemuNamed lists the QEMU processes started with -name name whose command
+// line names files in dir.
+func qemuNamed(name, dir string) []int {
+	ents, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || !isOurQEMU(pid, name) {
+			continue
+		}
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil && strings.Contains(string(b), dir+"/") {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 // isOurQEMU checks that pid is a QEMU process started with -name name.
