@@ -36,6 +36,18 @@ func TestJail(t *testing.T) {
 		return string(b)
 	}
 	vmDir := filepath.Join(main.dataDir, "cow", "vms", sb.ID)
+	// In its jail the VM's files are where they were when QEMU started:
+	// a pooled QEMU's directory is renamed on the host when a restore
+	// takes it, but its binds stay at the old path (its mem-path).
+	jailDir := ""
+	for _, a := range strings.Split(cmdline(pid), "\x00") {
+		if _, rest, ok := strings.Cut(a, "mem-path="); ok {
+			jailDir = filepath.Dir(strings.Split(rest, ",")[0])
+		}
+	}
+	if jailDir == "" {
+		t.Fatalf("no mem-path on QEMU's command line")
+	}
 
 	t.Run("namespaces", func(t *testing.T) {
 		for _, ns := range []string{"mnt", "net", "pid", "ipc", "uts"} {
@@ -73,7 +85,7 @@ func TestJail(t *testing.T) {
 		}
 		// Its VM directory holds only the files bound in: not the
 		// disk or the sockets (passed as descriptors), not vm.json.
-		ents, err := os.ReadDir(root + vmDir)
+		ents, err := os.ReadDir(root + jailDir)
 		if err != nil {
 			t.Fatalf("VM dir in the jail: %v", err)
 		}
@@ -94,7 +106,7 @@ func TestJail(t *testing.T) {
 			point, opts := f[4], f[5]
 			writable := strings.HasPrefix(opts, "rw")
 			switch {
-			case point == vmDir+"/mem" || point == vmDir+"/serial.log":
+			case point == jailDir+"/mem" || point == jailDir+"/serial.log":
 				if !writable {
 					t.Errorf("%s is not writable", point)
 				}
