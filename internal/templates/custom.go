@@ -14,6 +14,7 @@ import (
 
 	"github.com/pandastack/pandastack"
 	"github.com/pandastack/pandastack/internal/guestconn"
+	"github.com/pandastack/pandastack/internal/jail"
 	"github.com/pandastack/pandastack/internal/templates/spec"
 	"github.com/pandastack/pandastack/internal/vmm"
 )
@@ -307,7 +308,18 @@ func (b *Builder) runStep(ctx context.Context, m vmm.Machine, st stepState, in s
 		return err
 	}
 	_ = os.Remove(filepath.Join(tmp, "mem"))
+	// The layer was the build VM's (its uid could rewrite it, header and
+	// all): it becomes root's, and its backing file must still be the one
+	// it was made on, or root's qemu-img would later read whatever file a
+	// rewritten header names.
+	if err := os.Lchown(disk, 0, 0); err != nil {
+		return fmt.Errorf("keep step disk: %w", err)
+	}
 	_ = os.Chmod(disk, 0o444)
+	base, _ := filepath.Abs(st.disk)
+	if chain, err := jail.BackingChain(disk); err != nil || len(chain) == 0 || chain[0] != base {
+		return fmt.Errorf("step disk: its backing file is no longer %s (%v, %v)", st.disk, chain, err)
+	}
 	_ = os.RemoveAll(dir)
 	if err := os.Rename(tmp, dir); err != nil {
 		return fmt.Errorf("keep step disk: %w", err)
