@@ -63,10 +63,6 @@ const Namespaces = syscall.CLONE_NEWNS | syscall.CLONE_NEWNET | syscall.CLONE_NE
 // its Process is the VMM's once the child has set up the jail. The VMM gets
 // an empty environment.
 func Command(spec Spec, binary string, args ...string) (*exec.Cmd, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("jail: find own executable: %w", err)
-	}
 	if spec.UID <= 0 {
 		return nil, fmt.Errorf("jail: a jailed process needs an unprivileged uid, not %d", spec.UID)
 	}
@@ -82,15 +78,16 @@ func Command(spec Spec, binary string, args ...string) (*exec.Cmd, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jail: encode spec: %w", err)
 	}
+	// /proc/self/exe, not a path: the server's binary may have been
+	// replaced on disk since it started.
 	cmd := &exec.Cmd{
-		Path: self,
+		Path: "/proc/self/exe",
 		Args: append([]string{ChildName, binary}, args...),
 		Env:  []string{specEnv + "=" + string(b)},
 		Dir:  "/",
 		SysProcAttr: &syscall.SysProcAttr{
 			Setsid:     true,
 			Cloneflags: Namespaces,
-			Pdeathsig:  0,
 		},
 	}
 	return cmd, nil
