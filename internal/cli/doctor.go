@@ -14,6 +14,7 @@ import (
 	"github.com/pandastack/pandastack"
 	"github.com/pandastack/pandastack/internal/cowfs"
 	"github.com/pandastack/pandastack/internal/diskreserve"
+	"github.com/pandastack/pandastack/internal/jail"
 	"github.com/pandastack/pandastack/internal/server"
 	"github.com/pandastack/pandastack/internal/templates"
 	"github.com/pandastack/pandastack/internal/vmm/qemu"
@@ -70,8 +71,16 @@ func runDoctor(ctx context.Context, s *streams, args []string) int {
 	} else {
 		check("data dir", false, fmt.Sprintf("cannot create %s", *dataDir))
 	}
-	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
-		note("cgroup v2", "available")
+	if err := jail.Available(); err != nil {
+		note("vm jail", "off: "+err.Error())
+	} else {
+		note("vm jail", "QEMU runs in its own mount, network, pid, ipc and uts namespaces, in a root of its own files, without capabilities")
+		cg := jail.ProbeCgroups("pandastack-vms")
+		if cg.Mode() == "" {
+			note("vm cgroups", "none: VMs run without CPU, memory, pids and I/O caps ("+cg.Status()+")")
+		} else {
+			note("vm cgroups", cg.Status())
+		}
 	}
 	if f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0); err == nil {
 		f.Close()

@@ -392,7 +392,7 @@ func (m *Manager) teardown(ctx context.Context, n *sandboxNet) error {
 	// The namespace's end destroys the veth pair, but asynchronously: delete
 	// the host side now so its address (the slot) is free at once.
 	if l, err := net.InterfaceByName(m.hostLink(n.Slot)); err == nil && l != nil {
-		if err := run(ctx, "", "ip", "link", "del", m.hostLink(n.Slot)); err != nil && !strings.Contains(err.Error(), "Cannot find") {
+		if err := run(ctx, "", "ip", "link", "del", m.hostLink(n.Slot)); err != nil && !linkGone(err) {
 			errs = append(errs, err)
 		}
 	}

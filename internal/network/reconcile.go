@@ -60,7 +60,7 @@ func (m *Manager) Reconcile(ctx context.Context, running, known []string) error 
 	ifs, _ := net.Interfaces()
 	for _, i := range ifs {
 		if strings.HasPrefix(i.Name, m.prefix+"h") && !kept[i.Name] {
-			if err := run(ctx, "", "ip", "link", "del", i.Name); err != nil && !strings.Contains(err.Error(), "Cannot find") {
+			if err := run(ctx, "", "ip", "link", "del", i.Name); err != nil && !linkGone(err) {
 				errs = append(errs, err)
 			}
 		}
@@ -101,4 +101,11 @@ func (m *Manager) knownIDs() []string {
 		ids = append(ids, id)
 	}
 	return ids
+}
+
+// linkGone reports whether ip's error says the link is not there (any
+// more): deleting a namespace destroys its veth pair asynchronously, so
+// the host side may vanish between listing and deleting it.
+func linkGone(err error) bool {
+	return strings.Contains(err.Error(), "Cannot find") || strings.Contains(err.Error(), "No such device")
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pandastack/pandastack"
 	"github.com/pandastack/pandastack/internal/guestconn"
+	"github.com/pandastack/pandastack/internal/jail"
 	"github.com/pandastack/pandastack/internal/templates/spec"
 	"github.com/pandastack/pandastack/internal/vmm"
 )
@@ -307,7 +308,18 @@ func (b *Builder) runStep(ctx context.Context, m vmm.Machine, st stepState, in s
 		return err
 	}
 	_ = os.Remove(filepath.Join(tmp, "mem"))
+	// The layer was the build VM's (its uid could rewrite it, header and
+	// all): it becomes root's, and its backing file must still be the one
+	// it was made on, or root's qemu-img would later read whatever file a
+	// rewritten header names.
+	if err := os.Lchown(disk, 0, 0); err != nil {
+		return fmt.Errorf("keep step disk: %w", err)
+	}
 	_ = os.Chmod(disk, 0o444)
+	base, _ := filepath.Abs(st.disk)
+	if chain, err := jail.BackingChain(disk); err != nil || len(chain) == 0 || chain[0] != base {
+		return fmt.Errorf("step disk: its backing file is no longer %s (%v, %v)", st.disk, chain, err)
+	}
 	_ = os.RemoveAll(dir)
 	if err := os.Rename(tmp, dir); err != nil {
 		return fmt.Errorf("keep step disk: %w", err)
@@ -362,9 +374,12 @@ func errText(err error) string {
 }
 
 // cleanInterrupted removes what builds cut short by a stopped server left:
-// half-made step disks and unpacked build contexts. Finished steps stay.
+// half-made step disks, half-baked templates (a RAM file and a disk each)
+// and unpacked build contexts. Finished steps and templates stay.
 func (b *Builder) cleanInterrupted() {
 	tmps, _ := filepath.Glob(filepath.Join(b.cfg.DataDir, "steps", "*.tmp"))
+	baking, _ := filepath.Glob(filepath.Join(b.cfg.TemplateDir, "*", "*.tmp"))
+	tmps = append(tmps, baking...)
 	for _, d := range tmps {
 		_ = os.RemoveAll(d)
 	}

@@ -106,9 +106,7 @@ func buildArgs(s argSpec) []string {
 		"-drive", fmt.Sprintf("id=root,file=%s,format=%s,if=none,discard=unmap,cache=%s", disk, s.diskFormat, cache),
 		"-device", "virtio-blk-device,drive=root",
 		"-device", "virtio-serial-device,max_ports=2",
-		"-chardev", "socket,id=agent,path=" + filepath.Join(s.dir, agentSock) + ",server=on,wait=off",
 		"-device", "virtserialport,chardev=agent,name=" + guestproto.PortName,
-		"-qmp", "unix:" + filepath.Join(s.dir, qmpSock) + ",server=on,wait=off",
 		"-sandbox", sandboxPolicy,
 	}
 	args = append(args, volumeArgs(s.volFD, s.m.VolumeSlots)...)
@@ -116,6 +114,24 @@ func buildArgs(s argSpec) []string {
 		args = append(args, "-incoming", "defer")
 	}
 	return append(pre, args...)
+}
+
+// socketArgs are the QMP and agent sockets' chardevs (the agent's port
+// refers to its id): QEMU listens on the descriptors qmpFD and agentFD the
+// server bound and passed, or, with fds below 0, binds the paths in dir
+// itself.
+func socketArgs(dir string, qmpFD, agentFD int) []string {
+	if qmpFD < 0 {
+		return []string{
+			"-chardev", "socket,id=agent,path=" + filepath.Join(dir, agentSock) + ",server=on,wait=off",
+			"-qmp", "unix:" + filepath.Join(dir, qmpSock) + ",server=on,wait=off",
+		}
+	}
+	return []string{
+		"-chardev", fmt.Sprintf("socket,id=agent,fd=%d,server=on,wait=off", agentFD),
+		"-chardev", fmt.Sprintf("socket,id=qmp,fd=%d,server=on,wait=off", qmpFD),
+		"-mon", "chardev=qmp,mode=control",
+	}
 }
 
 // DefaultCmdline is the guest kernel command line for PandaStack images.

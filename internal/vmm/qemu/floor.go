@@ -129,7 +129,7 @@ func (d *Driver) bareRestore(ctx context.Context, snap vmm.Snapshot, id string, 
 	}
 	defer sf.Close()
 	started = true
-	v, err := d.startVM(ctx, id, uid, args, "", snap.Machine, false, append([]*os.File{rw, ro}, slots...)...)
+	v, err := d.startVM(ctx, id, uid, args, "", snap.Machine, false, vmFiles{mem: mem}, append([]*os.File{rw, ro}, slots...)...)
 	if err != nil {
 		return nil, 0, err
 	}

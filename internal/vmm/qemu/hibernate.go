@@ -47,6 +47,7 @@ func (d *Driver) Hibernate(ctx context.Context, v vmm.VM, dir string) error {
 	// A VM recovered after a restart is not our child: its exit released
 	// no network (a child's did already; a second release is a no-op).
 	d.releaseNet(q.netID())
+	q.releaseCgroup()
 	keep := []struct{ from, to string }{{q.mem, vmm.MemFile}, {q.disk, vmm.DiskFile}}
 	for i := range q.copies { // volume copies go along; durable volumes stay
 		if q.copies[i] {
@@ -58,8 +59,12 @@ func (d *Driver) Hibernate(ctx context.Context, v vmm.VM, dir string) error {
 		if err := os.Rename(f.from, to); err != nil {
 			return fmt.Errorf("hibernate %s: keep %s: %w", q.id, f.to, err)
 		}
-		_ = os.Chown(to, os.Getuid(), os.Getgid())
-		_ = os.Chmod(to, 0o600)
+		// Lchown, and no chmod through a link: a link an unjailed VM
+		// planted gets no root's ownership change on its target.
+		_ = os.Lchown(to, os.Getuid(), os.Getgid())
+		if st, err := os.Lstat(to); err == nil && st.Mode().IsRegular() {
+			_ = os.Chmod(to, 0o600)
+		}
 	}
 	if err := os.Rename(tmp, dir); err != nil {
 		return fmt.Errorf("hibernate %s: %w", q.id, err)

@@ -28,6 +28,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -35,6 +36,7 @@ import (
 
 	"github.com/pandastack/pandastack"
 	"github.com/pandastack/pandastack/internal/cowfs"
+	"github.com/pandastack/pandastack/internal/jail"
 	"github.com/pandastack/pandastack/internal/vmm"
 )
 
@@ -49,6 +51,9 @@ type Config struct {
 	// Network, if set, gives each VM's NIC a tap (see internal/network);
 	// without it the NIC has no peer.
 	Network vmm.Network
+	// NoJail runs QEMU without its jail (namespaces, own root, cgroup) even
+	// as root: for A/B measurements. PANDASTACK_JAIL=off does the same.
+	NoJail bool
 	// MaxSerialLog caps each VM's serial console log (default
 	// DefaultMaxSerialLog; below 0 no cap).
 	MaxSerialLog int64
@@ -71,6 +76,12 @@ type Driver struct {
 	pools map[string]*pool
 	ctx   context.Context
 	stop  context.CancelFunc
+
+	// jailed: VMs run in jails (jail.go); cgroups caps them there.
+	jailed  bool
+	jailWhy string
+	cgroups *jail.Cgroups
+	ioDev   string // MAJ:MIN of the device the VM files are on
 }
 
 var _ vmm.Driver = (*Driver)(nil)
@@ -122,10 +133,13 @@ func New(cfg Config) (*Driver, error) {
 		d.groups = append(d.groups, uint32(vmGroup(cfg.UIDBase)))
 	}
 	if st, err := os.Stat("/dev/kvm"); err == nil {
-		if s, ok := st.Sys().(*syscall.Stat_t); ok {
+		// Never root's group, which /dev/kvm has on some hosts: the VM
+		// would get every file readable by group 0.
+		if s, ok := st.Sys().(*syscall.Stat_t); ok && s.Gid != 0 {
 			d.groups = append(d.groups, s.Gid)
 		}
 	}
+	d.setupJail()
 	return d, nil
 }
 
@@ -200,7 +214,7 @@ func (d *Driver) Boot(ctx context.Context, spec vmm.BootSpec) (vmm.VM, error) {
 		return nil, err
 	}
 	defer closeAll(slots)
-	v, err := d.start(ctx, spec.ID, uid, args, "", spec.Machine, slots...)
+	v, err := d.start(ctx, spec.ID, uid, args, "", spec.Machine, vmFiles{mem: spec.MemFile, bootDisk: spec.Disk}, slots...)
 	if err != nil {
 		return nil, err
 	}
@@ -275,7 +289,7 @@ func (d *Driver) prepare(ctx context.Context, id string, m vmm.Machine, diskSize
 		return nil, err
 	}
 	defer closeAll(slots)
-	v, err := d.start(ctx, id, uid, args, machineKey(m, diskSize), m, append([]*os.File{rw, ro}, slots...)...)
+	v, err := d.start(ctx, id, uid, args, machineKey(m, diskSize), m, vmFiles{mem: mem}, append([]*os.File{rw, ro}, slots...)...)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -562,15 +576,36 @@ func syscallKill(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }
 // Recover re-attaches to a VM whose process outlived an earlier server.
 func (d *Driver) Recover(ctx context.Context, id string) (vmm.VM, error) {
 	dir := filepath.Join(d.cfg.Dir, id)
-	b, err := os.ReadFile(filepath.Join(dir, metaFile))
+	// The directory may have been writable by the VM's uid (an unjailed
+	// VM): its record is read without following links, and the process
+	// it names must run as the uid it names.
+	b, err := jail.ReadFileBeneath(dir, metaFile, 1<<20)
 	var m meta
 	if err == nil {
 		err = json.Unmarshal(b, &m)
+	}
+	if err == nil && m.UID > 0 && m.PID > 0 {
+		if u, uerr := uidOf(m.PID); uerr == nil && u != m.UID {
+			err = fmt.Errorf("process %d runs as uid %d, not the VM's %d", m.PID, u, m.UID)
+			m.PID = 0
+		}
 	}
 	gone := func() (vmm.VM, error) {
 		if m.PID > 0 && isOurQEMU(m.PID, m.name()) {
 			_ = syscall.Kill(m.PID, syscall.SIGKILL)
 		}
+		name := m.name()
+		if name == "" {
+			name = id
+		}
+		if m.PID <= 0 {
+			// No record (a crash between starting QEMU and writing
+			// vm.json): find the process by its -name and its files.
+			for _, pid := range qemuNamed(name, dir) {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+		d.releaseCgroupOf(name, m.PID)
 		if err := os.RemoveAll(dir); err != nil {
 			return nil, fmt.Errorf("remove vm dir: %w", err)
 		}
@@ -603,6 +638,23 @@ func (d *Driver) Recover(ctx context.Context, id string) (vmm.VM, error) {
 		d.mu.Unlock()
 	}
 	return v, nil
+}
+
+// qemuNamed lists the QEMU processes started with -name name whose command
+// line names files in dir.
+func qemuNamed(name, dir string) []int {
+	ents, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || !isOurQEMU(pid, name) {
+			continue
+		}
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil && strings.Contains(string(b), dir+"/") {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 // isOurQEMU checks that pid is a QEMU process started with -name name.

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pandastack/pandastack/internal/jail"
 	"github.com/pandastack/pandastack/internal/vmm"
 )
 
@@ -97,17 +98,18 @@ func (v *vm) AgentConn(ctx context.Context) (net.Conn, error) {
 	return d.DialContext(ctx, "unix", v.AgentSocket())
 }
 
-// start launches QEMU with args as the VM's unprivileged user.
-// uid comes from allocUID (0: run as the caller); start owns it from here
-// (released on failure or when the VM ends). files are passed to QEMU as
-// fds 3, 4, ...
-func (d *Driver) start(ctx context.Context, id string, uid int, args []string, snapKey string, m vmm.Machine, files ...*os.File) (*vm, error) {
-	return d.startVM(ctx, id, uid, args, snapKey, m, true, files...)
+// start launches QEMU with args as the VM's unprivileged user, jailed when
+// the driver jails VMs (jail.go). uid comes from allocUID (0: run as the
+// caller); start owns it from here (released on failure or when the VM
+// ends). files are passed to QEMU as fds 3, 4, ...; f names the files it
+// opens by path.
+func (d *Driver) start(ctx context.Context, id string, uid int, args []string, snapKey string, m vmm.Machine, f vmFiles, files ...*os.File) (*vm, error) {
+	return d.startVM(ctx, id, uid, args, snapKey, m, true, f, files...)
 }
 
 // startVM is start; without withNet the VM's NIC gets no host side even
 // when the driver has a network.
-func (d *Driver) startVM(ctx context.Context, id string, uid int, args []string, snapKey string, m vmm.Machine, withNet bool, files ...*os.File) (*vm, error) {
+func (d *Driver) startVM(ctx context.Context, id string, uid int, args []string, snapKey string, m vmm.Machine, withNet bool, f vmFiles, files ...*os.File) (*vm, error) {
 	dir := filepath.Join(d.cfg.Dir, id)
 	if len(filepath.Join(dir, agentSock)) > 107 {
 		d.releaseUID(uid)
@@ -118,33 +120,48 @@ func (d *Driver) startVM(ctx context.Context, id string, uid int, args []string,
 		return nil, fmt.Errorf("create vm dir: %w", err)
 	}
 	v := &vm{d: d, id: id, name: id, dir: dir, uid: uid, snapKey: snapKey, machine: m, exited: make(chan struct{}), noNet: !withNet}
-	if uid > 0 {
+	jailed := d.jailed && uid > 0
+	if uid > 0 && !jailed {
+		// Unjailed, QEMU makes its sockets and serial log itself.
 		if err := os.Chown(dir, uid, uid); err != nil {
 			d.releaseUID(uid)
 			return nil, fmt.Errorf("chown vm dir: %w", err)
 		}
 	}
-	logf, err := os.OpenFile(filepath.Join(dir, qemuLog), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	logf, err := jail.OpenBeneath(dir, qemuLog, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 	if err != nil {
 		d.releaseUID(uid)
 		return nil, fmt.Errorf("create qemu log: %w", err)
 	}
 	defer logf.Close()
-	// Guest CPUs yield to the host's own work, above all to the kernel
-	// threads that serve their RAM and disk files' page faults: nice runs
-	// QEMU (and every thread it makes) at vmNice.
-	cmd := exec.Command(d.nice, append([]string{"-n", fmt.Sprint(vmNice), d.cfg.Binary}, args...)...)
-	cmd.Dir = dir
+	var cmd *exec.Cmd
+	if jailed {
+		var sockets []*os.File
+		cmd, sockets, err = d.jailCommand(v, uid, args, f, len(files))
+		if err != nil {
+			d.releaseUID(uid)
+			return nil, fmt.Errorf("jail qemu: %w", err)
+		}
+		defer closeAll(sockets) // QEMU has its own copies
+		files = append(append([]*os.File(nil), files...), sockets...)
+	} else {
+		// Guest CPUs yield to the host's own work, above all to the kernel
+		// threads that serve their RAM and disk files' page faults: nice
+		// runs QEMU (and every thread it makes) at vmNice.
+		cmd = exec.Command(d.nice, append(append([]string{"-n", fmt.Sprint(vmNice), d.cfg.Binary}, args...), socketArgs(dir, -1, -1)...)...)
+		cmd.Dir = dir
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if uid > 0 {
+			cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid), Groups: d.groups}
+		}
+	}
 	cmd.ExtraFiles = files
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if uid > 0 {
-		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid), Groups: d.groups}
-	}
 	if withNet && d.cfg.Network != nil {
 		tap, err := d.cfg.Network.Attach(ctx, id)
 		if err != nil {
 			d.releaseUID(uid)
+			v.releaseCgroup()
 			return nil, fmt.Errorf("attach network: %w", err)
 		}
 		defer tap.Close() // QEMU has its own copy
@@ -157,6 +174,7 @@ func (d *Driver) startVM(ctx context.Context, id string, uid int, args []string,
 	if err := cmd.Start(); err != nil {
 		d.releaseUID(uid)
 		v.releaseNet()
+		v.releaseCgroup()
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("start qemu: %w", err)
 	}
@@ -164,7 +182,7 @@ func (d *Driver) startVM(ctx context.Context, id string, uid int, args []string,
 	// The network goes with the process, however it ends (kill, hibernate,
 	// crash), before anyone waiting on exited is told. It is keyed by the
 	// VM's first id, its QEMU -name, which a rename does not change.
-	go func() { _ = cmd.Wait(); v.releaseNet(); close(v.exited) }()
+	go func() { _ = cmd.Wait(); v.releaseNet(); v.releaseCgroup(); close(v.exited) }()
 	if err := v.writeMeta(); err != nil {
 		v.Kill(context.Background())
 		return nil, err
@@ -349,6 +367,7 @@ func (v *vm) Kill(ctx context.Context) error {
 	}
 	v.d.releaseUID(v.uid)
 	v.releaseNet() // a recovered VM is not our child: its exit released nothing
+	v.releaseCgroup()
 	if err := os.RemoveAll(v.dir); err != nil {
 		return fmt.Errorf("remove vm dir: %w", err)
 	}
