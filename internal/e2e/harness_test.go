@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/pandastack/pandastack/internal/cowfs"
+	"github.com/pandastack/pandastack/internal/network"
 	sdk "github.com/pandastack/pandastack/sdk/go"
 )
 
@@ -116,7 +117,10 @@ func newTestServer(t *testing.T, prefix string, extra ...string) (*serverProc, s
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { removeDataDir(dir) })
+	t.Cleanup(func() {
+		removeDataDir(dir)
+		reportLeakedNetwork(t, dir)
+	})
 	_ = os.Chmod(dir, 0o711)
 	s, err := startServer(dir, extra...)
 	if err != nil {
@@ -401,3 +405,33 @@ func newEntries(dir string, before map[string]bool) []string {
 
 // ptr is a pointer to v (for the SDK's optional fields).
 func ptr[T any](v T) *T { return &v }
+
+// reportLeakedNetwork names the test whose server left network objects
+// behind once it stopped (a CI run left one namespace and its nftables
+// table without saying whose), and removes them so the next tests and the
+// suite's own count start clean.
+func reportLeakedNetwork(t *testing.T, dir string) {
+	nss, links, tables, err := countNetObjects(dir)
+	if err != nil || nss+links+tables == 0 {
+		return
+	}
+	msg := fmt.Sprintf("e2e: LEAK: %s's server (%s) left %d namespaces, %d host links and %d nftables tables after it stopped; removing them",
+		t.Name(), dir, nss, links, tables)
+	t.Log(msg)
+	fmt.Fprintln(os.Stderr, msg)
+	prefix := network.Prefix(dir)
+	ents, _ := os.ReadDir("/run/netns")
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), prefix+"-") {
+			_ = exec.Command("ip", "netns", "del", e.Name()).Run()
+		}
+	}
+	if out, err := exec.Command("ip", "-br", "link").Output(); err == nil {
+		for _, l := range strings.Split(string(out), "\n") {
+			if f := strings.Fields(l); len(f) > 0 && strings.HasPrefix(f[0], prefix+"h") {
+				_ = exec.Command("ip", "link", "del", strings.SplitN(f[0], "@", 2)[0]).Run()
+			}
+		}
+	}
+	_ = exec.Command("nft", "delete", "table", "ip", "pandastack_"+prefix).Run()
+}
