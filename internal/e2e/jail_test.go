@@ -190,7 +190,7 @@ func TestJail(t *testing.T) {
 		switch {
 		case cg[""] != "" && fileExists("/sys/fs/cgroup/cgroup.controllers"):
 			p := cg[""]
-			if got, want := read("", p, "cpu.max"), fmt.Sprintf("%d 100000", nCPU*100000); got != want {
+			if got, want := read("", p, "cpu.max"), fmt.Sprintf("%d 100000", (nCPU+1)*100000); got != want {
 				t.Errorf("cpu.max = %q, want %q", got, want)
 			}
 			checkMem(read("", p, "memory.max"))
@@ -198,7 +198,7 @@ func TestJail(t *testing.T) {
 				t.Errorf("pids.max = %q", got)
 			}
 		case cg["memory"] != "":
-			if got, want := read("cpu", cg["cpu"], "cpu.cfs_quota_us"), strconv.Itoa(nCPU*100000); got != want {
+			if got, want := read("cpu", cg["cpu"], "cpu.cfs_quota_us"), strconv.Itoa((nCPU+1)*100000); got != want {
 				t.Errorf("cpu.cfs_quota_us = %q, want %q", got, want)
 			}
 			checkMem(read("memory", cg["memory"], "memory.limit_in_bytes"))

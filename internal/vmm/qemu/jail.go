@@ -98,10 +98,13 @@ func (d *Driver) limits(m vmm.Machine) jail.Limits {
 	if d.cfg.Accel == pandastack.AccelKVM {
 		over = kvmOverhead
 	}
-	cpus := m.CPUs
-	if cpus < 1 {
-		cpus = 1
-	}
+	// One CPU per vCPU, plus one for QEMU's own threads (device
+	// emulation in the main loop, a save's or a load's stream), which run
+	// beside the vCPUs: capped at the vCPUs alone, a wake or a fork's save
+	// used its period's quota in tens of milliseconds and then waited out
+	// the rest of the 100 ms period (measured under TCG: wake p50 1.5–2.3×,
+	// fork 1.5× against no cgroups; BENCHMARKS.md, session 7).
+	cpus := max(m.CPUs, 1) + 1
 	return jail.Limits{CPUs: cpus, MemoryBytes: int64(m.MemoryMiB)<<20 + over, Pids: vmPids,
 		IODevice: d.ioDev, ReadBPS: vmReadBPS, WriteBPS: vmWriteBPS}
 }
