@@ -22,13 +22,11 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/pandastack/pandastack/internal/router"
@@ -66,14 +64,9 @@ type Config struct {
 type Listener struct {
 	cfg Config
 	log *slog.Logger
-	ln  net.Listener
+	acc *router.Acceptor
 
 	cancel cancelKeys
-
-	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
-	closed bool
-	wg     sync.WaitGroup
 }
 
 // New returns a Listener routing what ln accepts.
@@ -88,75 +81,20 @@ func New(ln net.Listener, cfg Config) *Listener {
 		cfg.DialTimeout = DefaultDialTimeout
 	}
 	cfg.Domain = router.NormalizeHost(cfg.Domain)
-	return &Listener{cfg: cfg, log: cfg.Logger, ln: ln, conns: map[net.Conn]struct{}{}}
+	return &Listener{cfg: cfg, log: cfg.Logger, acc: router.NewAcceptor(ln, "database connection")}
 }
 
 // Addr is the listening address.
-func (l *Listener) Addr() net.Addr { return l.ln.Addr() }
+func (l *Listener) Addr() net.Addr { return l.acc.Addr() }
 
 // Host is the host name of database id.
 func Host(id, domain string) string { return id + "." + router.NormalizeHost(domain) }
 
 // Serve accepts until Close; it returns nil after Close.
-func (l *Listener) Serve() error {
-	for {
-		c, err := l.ln.Accept()
-		if err != nil {
-			l.mu.Lock()
-			closed := l.closed
-			l.mu.Unlock()
-			if closed {
-				return nil
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(10 * time.Millisecond)
-				continue
-			}
-			return fmt.Errorf("accept database connection: %w", err)
-		}
-		if !l.track(c) {
-			c.Close()
-			return nil
-		}
-		l.wg.Add(1)
-		go func() {
-			defer l.wg.Done()
-			defer l.untrack(c)
-			l.serve(c)
-		}()
-	}
-}
+func (l *Listener) Serve() error { return l.acc.Serve(l.serve) }
 
 // Close stops accepting, closes every connection and waits for them.
-func (l *Listener) Close() error {
-	l.mu.Lock()
-	l.closed = true
-	for c := range l.conns {
-		c.Close()
-	}
-	l.mu.Unlock()
-	err := l.ln.Close()
-	l.wg.Wait()
-	return err
-}
-
-func (l *Listener) track(c net.Conn) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
-		return false
-	}
-	l.conns[c] = struct{}{}
-	return true
-}
-
-func (l *Listener) untrack(c net.Conn) {
-	l.mu.Lock()
-	delete(l.conns, c)
-	l.mu.Unlock()
-	c.Close()
-}
+func (l *Listener) Close() error { return l.acc.Close() }
 
 // refuse writes a FATAL ErrorResponse and gives up on the connection.
 func refuse(w io.Writer, code, message string) {

@@ -5,12 +5,9 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"sync"
 	"time"
 
 	"github.com/pandastack/pandastack"
@@ -56,12 +53,7 @@ type TLSConfig struct {
 type TLSListener struct {
 	cfg TLSConfig
 	log *slog.Logger
-	ln  net.Listener
-
-	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
-	closed bool
-	wg     sync.WaitGroup
+	acc *Acceptor
 }
 
 // NewTLS returns a listener routing the connections ln accepts.
@@ -69,73 +61,17 @@ func NewTLS(ln net.Listener, cfg TLSConfig) *TLSListener {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &TLSListener{cfg: cfg, log: cfg.Logger, ln: ln, conns: map[net.Conn]struct{}{}}
+	return &TLSListener{cfg: cfg, log: cfg.Logger, acc: NewAcceptor(ln, "TLS connection")}
 }
 
 // Addr is the listening address.
-func (l *TLSListener) Addr() net.Addr { return l.ln.Addr() }
+func (l *TLSListener) Addr() net.Addr { return l.acc.Addr() }
 
 // Serve accepts until Close; it returns nil after Close.
-func (l *TLSListener) Serve() error {
-	for {
-		c, err := l.ln.Accept()
-		if err != nil {
-			l.mu.Lock()
-			closed := l.closed
-			l.mu.Unlock()
-			if closed {
-				return nil
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(10 * time.Millisecond)
-				continue
-			}
-			return fmt.Errorf("accept TLS connection: %w", err)
-		}
-		if !l.track(c) {
-			c.Close()
-			return nil
-		}
-		l.wg.Add(1)
-		go func() {
-			defer l.wg.Done()
-			defer l.untrack(c)
-			l.serve(c)
-		}()
-	}
-}
+func (l *TLSListener) Serve() error { return l.acc.Serve(l.serve) }
 
-// Close stops accepting, closes every connection and waits for their
-// goroutines.
-func (l *TLSListener) Close() error {
-	l.mu.Lock()
-	l.closed = true
-	for c := range l.conns {
-		c.Close()
-	}
-	l.mu.Unlock()
-	err := l.ln.Close()
-	l.wg.Wait()
-	return err
-}
-
-func (l *TLSListener) track(c net.Conn) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
-		return false
-	}
-	l.conns[c] = struct{}{}
-	return true
-}
-
-func (l *TLSListener) untrack(c net.Conn) {
-	l.mu.Lock()
-	delete(l.conns, c)
-	l.mu.Unlock()
-	c.Close()
-}
+// Close stops accepting, closes every connection and waits for them.
+func (l *TLSListener) Close() error { return l.acc.Close() }
 
 // serve routes one connection. It returns when the connection is done
 // (an HTTP connection is handed to ServeHTTP and done when it closes).
