@@ -2,8 +2,6 @@ package api
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"net/http"
 	"time"
 
@@ -93,7 +91,7 @@ func newKey(ctx context.Context, store pandastack.Store, teamID, keyName string,
 		return "", pandastack.APIKey{}, err
 	}
 	key := pandastack.APIKey{
-		ID:        newID("key_"),
+		ID:        pandastack.NewID("key_"),
 		TeamID:    teamID,
 		Name:      keyName,
 		Prefix:    prefix,
@@ -116,7 +114,7 @@ func ensureTeam(ctx context.Context, store pandastack.Store, name string) (panda
 	if pandastack.ErrorCode(err) != pandastack.ENotFound {
 		return t, wrap(err, "look up team "+name)
 	}
-	t = pandastack.Team{ID: newID("team_"), Name: name, CreatedAt: time.Now().UTC()}
+	t = pandastack.Team{ID: pandastack.NewID("team_"), Name: name, CreatedAt: time.Now().UTC()}
 	err = store.CreateTeam(ctx, t)
 	if pandastack.ErrorCode(err) == pandastack.EConflict {
 		// Created concurrently by someone else: use theirs.
@@ -168,11 +166,4 @@ func checkName(what, s string) error {
 		}
 	}
 	return nil
-}
-
-// newID returns prefix followed by 20 random hex characters.
-func newID(prefix string) string {
-	var b [10]byte
-	rand.Read(b[:])
-	return prefix + hex.EncodeToString(b[:])
 }

@@ -180,12 +180,6 @@ func (s *Service) Domain() string { return s.cfg.Domain }
 
 func (s *Service) host(name string) string { return name + ".apps." + s.cfg.Domain }
 
-func newID(prefix string) string {
-	b := make([]byte, 10)
-	_, _ = rand.Read(b)
-	return prefix + hex.EncodeToString(b)
-}
-
 func now() time.Time { return time.Now().UTC() }
 
 // nameRE: a DNS label, lower case; "--" is kept for preview hosts.
@@ -280,7 +274,7 @@ func (s *Service) Create(ctx context.Context, teamID string, p CreateParams) (Ap
 			return App{}, err
 		}
 	}
-	a := App{ID: newID("app_"), TeamID: teamID, Name: p.Name, GitURL: p.GitURL, Branch: p.Branch,
+	a := App{ID: pandastack.NewID("app_"), TeamID: teamID, Name: p.Name, GitURL: p.GitURL, Branch: p.Branch,
 		Env: p.Env, BuildCommand: p.BuildCommand, StartCommand: p.StartCommand, Port: p.Port,
 		HealthPath: p.HealthPath, HealthTimeoutSeconds: p.HealthTimeoutSeconds, AutoHibernateSeconds: p.AutoHibernateSeconds, CreatedAt: now()}
 	secret := make([]byte, 24)

@@ -46,7 +46,7 @@ func (s *Service) startDeploy(ctx context.Context, a App, ref, delivery string) 
 		return Deploy{}, err
 	}
 	t := now()
-	d := Deploy{ID: newID("dep_"), AppID: a.ID, Status: StatusQueued, Ref: ref, DeliveryID: delivery, CreatedAt: t, UpdatedAt: t}
+	d := Deploy{ID: pandastack.NewID("dep_"), AppID: a.ID, Status: StatusQueued, Ref: ref, DeliveryID: delivery, CreatedAt: t, UpdatedAt: t}
 	l := newDeployLog(env)
 	l.printf("deploy %s of %s (%s) queued", d.ID, a.GitURL, ref)
 	d.Log = l.String()
@@ -224,7 +224,7 @@ func (s *Service) release(ctx context.Context, a App, d *Deploy, env map[string]
 		s.deleteSnapshot(sn.ID)
 		return fmt.Errorf("start the release from its snapshot: %w", err)
 	}
-	rel := Release{ID: newID("rel_"), AppID: a.ID, DeployID: d.ID, SnapshotID: sn.ID, MachineID: m.ID, Port: plan.Port, CreatedAt: now()}
+	rel := Release{ID: pandastack.NewID("rel_"), AppID: a.ID, DeployID: d.ID, SnapshotID: sn.ID, MachineID: m.ID, Port: plan.Port, CreatedAt: now()}
 	drop := func() {
 		s.kill(m.ID)
 		s.deleteSnapshot(sn.ID)

@@ -2,7 +2,6 @@ package cron
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -127,7 +126,7 @@ func (s *Service) Create(ctx context.Context, teamID string, p CreateParams) (Sc
 	if next.IsZero() {
 		return bad("schedule: %q never fires after now", p.Schedule)
 	}
-	sc := Schedule{ID: newID("cron_"), TeamID: teamID, Function: p.Function, Expr: p.Schedule, TZ: p.TZ, Data: p.Data,
+	sc := Schedule{ID: pandastack.NewID("cron_"), TeamID: teamID, Function: p.Function, Expr: p.Schedule, TZ: p.TZ, Data: p.Data,
 		Overlap: p.Overlap, Missed: p.Missed, NextFireAt: &next, CreatedAt: now}
 	if err := s.cfg.Store.CreateSchedule(ctx, sc); err != nil {
 		return Schedule{}, err
@@ -173,10 +172,4 @@ func (s *Service) Runs(ctx context.Context, teamID, id string, limit int) ([]Run
 func ExecutionID(scheduleID string, fireAt time.Time) string {
 	sum := sha256.Sum256([]byte(scheduleID + "@" + fireAt.UTC().Format(time.RFC3339Nano)))
 	return "exe_" + hex.EncodeToString(sum[:12])
-}
-
-func newID(prefix string) string {
-	b := make([]byte, 10)
-	_, _ = rand.Read(b)
-	return prefix + hex.EncodeToString(b)
 }

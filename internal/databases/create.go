@@ -31,7 +31,7 @@ func (s *Service) Create(ctx context.Context, teamID string, p CreateParams) (In
 		return Info{}, pandastack.Errorf(pandastack.EUnavailable, "databases are off on this server: start it with --db-listen")
 	}
 	password := newPassword()
-	d := pandastack.Database{ID: newID(), TeamID: teamID, Name: name, State: pandastack.DatabaseCreating,
+	d := pandastack.Database{ID: pandastack.NewID("db-"), TeamID: teamID, Name: name, State: pandastack.DatabaseCreating,
 		User: name + "_owner", DBName: name, CreatedAt: time.Now().UTC()}
 	sealed, err := s.cfg.Secrets.Seal(password, passwordAAD(d.ID))
 	if err != nil {

@@ -6,16 +6,8 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"fmt"
 )
-
-// newID mints a database id: one DNS label, the first of its host name.
-func newID() string {
-	b := make([]byte, 10)
-	_, _ = rand.Read(b)
-	return "db-" + hex.EncodeToString(b)
-}
 
 // newPassword is 32 random bytes, URL-safe base64: nothing in it needs
 // escaping in a connection URI.

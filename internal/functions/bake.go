@@ -49,7 +49,7 @@ func (s *Service) bake(ctx context.Context, teamID, name, template string, memMi
 		return pandastack.Snapshot{}, fmt.Errorf("deploy function %s: %w", name, err)
 	}
 	tLoaded := time.Now()
-	snap, err := s.cfg.Engine.Snapshot(ctx, sb.ID, "fn-"+name+"-"+newID("")[:12])
+	snap, err := s.cfg.Engine.Snapshot(ctx, sb.ID, "fn-"+name+"-"+pandastack.NewID("")[:12])
 	if err != nil {
 		return pandastack.Snapshot{}, fmt.Errorf("deploy function %s: snapshot its VM: %w", name, err)
 	}

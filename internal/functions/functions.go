@@ -2,8 +2,6 @@ package functions
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -94,12 +92,6 @@ func New(cfg Config) *Service {
 
 // MaxBundleBytes is the largest bundle a deploy takes.
 func (s *Service) MaxBundleBytes() int64 { return s.cfg.MaxBundleBytes }
-
-func newID(prefix string) string {
-	b := make([]byte, 10)
-	_, _ = rand.Read(b)
-	return prefix + hex.EncodeToString(b)
-}
 
 var (
 	nameRE    = regexp.MustCompile(`^[a-z][a-z0-9-]{0,61}[a-z0-9]$|^[a-z]$`)
@@ -215,7 +207,7 @@ func (s *Service) Deploy(ctx context.Context, teamID string, p DeployParams) (Fu
 			return Function{}, fmt.Errorf("seal env of function %s: %w", p.Name, err)
 		}
 	}
-	f, err := s.cfg.Store.AddFunctionVersion(ctx, teamID, p.Name, newID("fn_"), v)
+	f, err := s.cfg.Store.AddFunctionVersion(ctx, teamID, p.Name, pandastack.NewID("fn_"), v)
 	if err != nil {
 		s.dropSnapshot(ctx, snap.ID)
 		return Function{}, fmt.Errorf("record function %s: %w", p.Name, err)

@@ -57,7 +57,7 @@ func (s *Service) Invoke(ctx context.Context, teamID, name string, event []byte,
 	if o.Trigger == "" {
 		o.Trigger = "api"
 	}
-	inv := Invocation{ID: newID("inv_"), FunctionID: f.ID, Function: f.Name, TeamID: teamID, Version: f.LatestVersion,
+	inv := Invocation{ID: pandastack.NewID("inv_"), FunctionID: f.ID, Function: f.Name, TeamID: teamID, Version: f.LatestVersion,
 		Trigger: o.Trigger, ExecutionID: o.ExecutionID, Status: StatusQueued, CreatedAt: time.Now().UTC()}
 	start := func(ctx context.Context) Invocation {
 		release, err := wait(ctx)

@@ -2,8 +2,6 @@ package sandboxes
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -87,18 +85,11 @@ func (e *Engine) Wait() {
 // Accel is the accelerator the host's VMs run under.
 func (e *Engine) Accel() pandastack.Accel { return e.cfg.Host.Accel() }
 
-// newID mints an id with prefix.
-func newID(prefix string) string {
-	b := make([]byte, 10)
-	_, _ = rand.Read(b)
-	return prefix + hex.EncodeToString(b)
-}
-
 // Create starts a sandbox for req (validated by Service.Request): its
 // volumes are attached to its id first, atomically each; whatever fails on
 // the way frees them and leaves no record.
 func (e *Engine) Create(ctx context.Context, req pandastack.CreateRequest) (pandastack.Sandbox, error) {
-	id := newID("sbx_")
+	id := pandastack.NewID("sbx_")
 	spec := hostapi.MachineSpec{ID: id, Template: req.Template, TemplateVersion: req.TemplateVersion,
 		CPUs: req.CPUs, MemoryMiB: req.MemoryMiB, DiskGiB: req.DiskGiB, Env: req.Env, Network: req.Network,
 		Lifetime: req.Lifetime, TTL: req.TTL, AutoHibernateSeconds: int(req.AutoHibernate / time.Second)}
@@ -267,7 +258,7 @@ func (e *Engine) Fork(ctx context.Context, id string, count int) ([]pandastack.S
 	}
 	ids := make([]string, count)
 	for i := range ids {
-		ids[i] = newID("sbx_")
+		ids[i] = pandastack.NewID("sbx_")
 	}
 	ms, ferr := e.cfg.Host.Fork(ctx, hostapi.ForkRequest{ParentID: id, ChildIDs: ids})
 	var kids []pandastack.Sandbox

@@ -18,7 +18,7 @@ func (e *Engine) Snapshot(ctx context.Context, id, name string) (pandastack.Snap
 	if err != nil {
 		return pandastack.Snapshot{}, err
 	}
-	sn := pandastack.Snapshot{ID: newID("snap_"), Name: name, TeamID: src.TeamID, Host: e.cfg.Host.Name()}
+	sn := pandastack.Snapshot{ID: pandastack.NewID("snap_"), Name: name, TeamID: src.TeamID, Host: e.cfg.Host.Name()}
 	if sn.Name == "" {
 		sn.Name = sn.ID
 	}

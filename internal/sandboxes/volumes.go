@@ -26,7 +26,7 @@ func (e *Engine) CreateVolume(ctx context.Context, teamID, name string, sizeMiB 
 	if _, err := e.cfg.Store.VolumeByName(ctx, teamID, name); err == nil {
 		return pandastack.Volume{}, pandastack.Errorf(pandastack.EConflict, "a volume named %q already exists", name)
 	}
-	v := pandastack.Volume{ID: newID("vol_"), TeamID: teamID, Name: name, SizeMiB: sizeMiB,
+	v := pandastack.Volume{ID: pandastack.NewID("vol_"), TeamID: teamID, Name: name, SizeMiB: sizeMiB,
 		Host: e.cfg.Host.Name(), CreatedAt: time.Now().UTC()}
 	if err := e.cfg.Host.CreateVolume(ctx, hostapi.VolumeSpec{ID: v.ID, SizeMiB: sizeMiB}); err != nil {
 		return pandastack.Volume{}, err
