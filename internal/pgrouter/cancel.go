@@ -106,9 +106,10 @@ func (l *Listener) forwardCancel(body []byte, log func(msg string, args ...any))
 	binary.BigEndian.PutUint32(pkt[4:], codeCancel)
 	copy(pkt[8:], body)
 	_, _ = c.Write(pkt)
-	// PostgreSQL answers nothing and closes: wait for that, a little, so
-	// the cancel is delivered before the client's connection ends (the
-	// guest's port forward may not pass the close on).
+	// PostgreSQL answers nothing and closes (the guest's port forward
+	// passes the close on): wait for that, so the cancel is delivered
+	// before the client's connection ends, but not for a database that
+	// never closes.
 	_ = c.SetReadDeadline(time.Now().Add(cancelWait))
 	_, _ = io.Copy(io.Discard, c)
 }
