@@ -78,6 +78,7 @@ func run(m *testing.M) (int, error) {
 	if cacheDir == "" {
 		cacheDir = filepath.Join(os.TempDir(), "pandastack-e2e-cache")
 	}
+	sweepStale(cacheDir)
 	dataDir, err := os.MkdirTemp("", "ps-e2e-")
 	if err != nil {
 		return 1, err

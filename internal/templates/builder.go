@@ -214,6 +214,11 @@ func (b *Builder) Build(ctx context.Context, name string, progress io.Writer) (p
 			return pandastack.Template{}, fmt.Errorf("write disk image: %w", err)
 		}
 		_ = os.Chmod(img, 0o444)
+	} else {
+		// Its modification time says when a bake last used it, for
+		// whatever prunes the cache.
+		now := time.Now()
+		_ = os.Chtimes(img, now, now)
 	}
 	m := vmm.Machine{CPUs: def.CPUs, CPUModel: qemu.CPUModel(b.cfg.Driver.Accel()), MemoryMiB: def.MemoryMiB, Kernel: bt.Kernel.Vmlinuz, Initrd: bt.Initrd, Cmdline: qemu.KernelCmdline(b.cfg.Driver.Accel()),
 		VolumeSlots: vmm.VolumeSlots}
