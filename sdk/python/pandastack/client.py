@@ -527,7 +527,7 @@ class Sandbox:
              discard_output: bool = False) -> Any:
         """Runs a command and waits for it to end; returns an ExecResult.
 
-        ``cmd`` is a string run with ``/bin/sh -c``, or a list (argv) run
+        ``cmd`` is a string run with ``bash -c`` (``/bin/sh -c`` in an image without bash), or a list (argv) run
         without a shell. Output always streams: ``on_stdout``/``on_stderr``
         get ``str`` chunks as they are produced (``*_bytes`` variants get the
         raw bytes). A non-zero exit or a timeout is not an exception (see

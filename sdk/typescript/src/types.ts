@@ -181,7 +181,7 @@ export interface ExecOptions extends RequestOptions {
   /**
    * Runs a program without a shell: the argv is the command followed by
    * `args` (or just `args` when the command is ""). Without `args` the
-   * command runs with `/bin/sh -c`.
+   * command runs with `bash -c` (`/bin/sh -c` in an image without bash).
    */
   args?: string[];
   env?: Record<string, string>;
