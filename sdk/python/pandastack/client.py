@@ -8,7 +8,7 @@ import json
 import os
 import threading
 from datetime import datetime
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Union
 from urllib.parse import quote
 
 from . import errors
@@ -671,6 +671,21 @@ class Filesystem:
         """Streams a file into a binary file object (anything with
         ``write(bytes)``); returns the number of bytes. A transfer cut short
         raises APIConnectionError."""
+        n = 0
+        for b in self.read_stream(path):
+            fileobj.write(b)
+            n += len(b)
+        return n
+
+    def read_bytes(self, path: str) -> bytes:
+        """A file's contents. For large files prefer read_to."""
+        buf = io.BytesIO()
+        self.read_to(path, buf)
+        return buf.getvalue()
+
+    def read_stream(self, path: str) -> Iterator[bytes]:
+        """A file's contents as an iterator of byte chunks, streamed as they
+        arrive. A transfer cut short raises APIConnectionError."""
         resp = self._t().request("GET", self._s._path("/files"), query={"path": path},
                                  accept="application/octet-stream")
         try:
@@ -679,25 +694,29 @@ class Filesystem:
                 b = resp.read1(CHUNK)
                 if not b:
                     break
-                fileobj.write(b)
                 n += len(b)
+                yield b
             length = resp.headers.get("Content-Length")
             if length is not None and length.isdigit() and int(length) != n:
                 raise errors.APIConnectionError(f"read {path}: got {n} of {length} bytes",
                                                 request_id=resp.request_id)
-            return n
         finally:
             resp.close()
 
-    def read_bytes(self, path: str) -> bytes:
-        """A file's contents. For large files prefer read_to."""
-        buf = io.BytesIO()
-        self.read_to(path, buf)
-        return buf.getvalue()
-
-    def read(self, path: str, encoding: str = "utf-8", errors: str = "replace") -> str:
-        """A file's contents as text."""
-        return self.read_bytes(path).decode(encoding, errors)
+    def read(self, path: str, format: str = "text", encoding: str = "utf-8",
+             errors: str = "strict") -> Any:
+        """A file's contents, in E2B's formats: ``"text"`` (default) decodes
+        them — bytes that are not valid text raise UnicodeDecodeError
+        instead of coming back altered (pass ``errors="replace"`` to accept
+        that) —, ``"bytes"`` returns them as they are, ``"stream"`` as an
+        iterator of byte chunks (see read_stream)."""
+        if format == "text":
+            return self.read_bytes(path).decode(encoding, errors)
+        if format == "bytes":
+            return self.read_bytes(path)
+        if format == "stream":
+            return self.read_stream(path)
+        raise ValueError(f'read: format must be "text", "bytes" or "stream", not {format!r}')
 
     def write(self, path: str, data: Union[str, bytes, bytearray, memoryview, Any],
               mode: Union[int, str, None] = None) -> FileInfo:
