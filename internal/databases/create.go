@@ -51,7 +51,7 @@ func (s *Service) Create(ctx context.Context, teamID string, p CreateParams) (In
 	}()
 	t0 := time.Now()
 	sb, err := s.cfg.Sandboxes.Create(ctx, teamID, sandboxes.CreateParams{Template: Template, Lifetime: string(pandastack.LifetimeService),
-		Metadata: map[string]string{"pandastack.database": d.ID}, AutoHibernateSeconds: p.AutoHibernateSeconds})
+		Metadata: map[string]string{"pandastack.database": d.ID}, AutoHibernateSeconds: p.AutoHibernateSeconds, ManagedBy: "database:" + d.ID})
 	if err != nil {
 		return Info{}, fmt.Errorf("create database %s: %w", name, err)
 	}

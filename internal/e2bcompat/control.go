@@ -284,7 +284,9 @@ func (s *Server) ownSandbox(r *http.Request, team string) (pandastack.Sandbox, e
 	if err != nil {
 		return sb, fmt.Errorf("get sandbox %s: %w", native, err)
 	}
-	if sb.TeamID != team || !sb.State.Live() {
+	// A platform service's machine (a database's, an app's) is not a
+	// sandbox E2B code may drive.
+	if sb.TeamID != team || !sb.State.Live() || sb.ManagedBy != "" {
 		return pandastack.Sandbox{}, notFound
 	}
 	return sb, nil

@@ -357,6 +357,7 @@ class Sandbox:
     end_reason: str
     auto_hibernate_seconds: int  # 0: never
     lifetime: str  # "sandbox", or "service" (no TTL: expires_at is None)
+    managed_by: str  # "database:ID", "app:NAME", "function:NAME": changed only through that service; "" for a sandbox
 
     def __init__(self, client: PandaStack, data: Dict[str, Any]):
         self._client = client
@@ -382,6 +383,7 @@ class Sandbox:
         self.end_reason = d.get("end_reason") or ""
         self.auto_hibernate_seconds = int(d.get("auto_hibernate_seconds") or 0)
         self.lifetime = d.get("lifetime") or "sandbox"
+        self.managed_by = d.get("managed_by") or ""
         self.network = dict(d["network"]) if d.get("network") is not None else None
         self.domain = d.get("domain") or "localhost"
 
