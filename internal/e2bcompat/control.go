@@ -208,7 +208,7 @@ type createRequest struct {
 	EnvVars             map[string]string `json:"envVars"`
 	AllowInternetAccess *bool             `json:"allow_internet_access"`
 	Network             *networkRequest   `json:"network"`
-	AutoPause bool `json:"autoPause"`
+	AutoPause           bool              `json:"autoPause"`
 }
 
 // create: POST /sandboxes and /v2/sandboxes → 201 Sandbox.
@@ -422,4 +422,3 @@ func (s *Server) pause(w http.ResponseWriter, r *http.Request, team string) erro
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
-
