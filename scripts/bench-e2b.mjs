@@ -73,11 +73,11 @@ const res = {
   e2b_create_cmd_p99_ms: r1(pct(e2b.create, 99)),
   sdk_create_cmd_p50_ms: r1(pct(sdk.create, 50)),
   sdk_create_cmd_p99_ms: r1(pct(sdk.create, 99)),
-  create_cmd_e2b_ratio: r1(pct(e2b.create, 50) / pct(sdk.create, 50) * 100) / 100,
+  create_cmd_e2b_ratio: Math.round(pct(e2b.create, 50) / pct(sdk.create, 50) * 100) / 100,
   e2b_cmd_p50_ms: r1(pct(e2b.cmd, 50)),
   e2b_cmd_p99_ms: r1(pct(e2b.cmd, 99)),
   sdk_cmd_p50_ms: r1(pct(sdk.cmd, 50)),
   sdk_cmd_p99_ms: r1(pct(sdk.cmd, 99)),
-  cmd_e2b_ratio: r1(pct(e2b.cmd, 50) / pct(sdk.cmd, 50) * 100) / 100,
+  cmd_e2b_ratio: Math.round(pct(e2b.cmd, 50) / pct(sdk.cmd, 50) * 100) / 100,
 }
 console.log(JSON.stringify(res, null, 2))
