@@ -484,6 +484,9 @@ type Guest interface {
 	// DialPort connects to a TCP port a process in the sandbox listens on
 	// (on its loopback). A port nobody listens on answers ERefused.
 	DialPort(ctx context.Context, port int) (net.Conn, error)
+	// Terminal starts a command on a pseudo-terminal (terminal.go). ctx
+	// bounds the start only: the terminal lives until it ends or is closed.
+	Terminal(ctx context.Context, req TerminalRequest) (Terminal, error)
 }
 
 // Engine runs sandboxes on a host and keeps their records. Implemented by

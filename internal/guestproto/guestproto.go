@@ -102,6 +102,9 @@ const (
 	PktData     byte = 10 // file bytes, either way
 	PktEOF      byte = 11 // end of file bytes, either way
 	PktStarted  byte = 12 // guest → host: Started (JSON)
+	// PktResize (host → guest, Winsize JSON) changes the size of an exec's
+	// pseudo-terminal; the process gets SIGWINCH.
+	PktResize byte = 13
 )
 
 // MaxPacket bounds a packet's payload.
@@ -142,6 +145,12 @@ type Request struct {
 	TimeoutMs  int64             `json:"timeout_ms,omitempty"`
 	Background bool              `json:"background,omitempty"`
 	Stdin      bool              `json:"stdin,omitempty"` // host will stream stdin packets
+	// Pty runs the command on a pseudo-terminal of this size: stdin, stdout
+	// and stderr are its slave side, output arrives as PktStdout (the raw
+	// terminal bytes), PktStdin is typed input, PktResize resizes it and a
+	// PktSignal goes to the terminal's foreground process group. With no
+	// command the user's login shell runs. Foreground only.
+	Pty *Winsize `json:"pty,omitempty"`
 
 	// dial
 	Port int `json:"port,omitempty"`
@@ -155,6 +164,12 @@ type Request struct {
 	To        string `json:"to,omitempty"`
 	Mode      uint32 `json:"mode,omitempty"`
 	Recursive bool   `json:"recursive,omitempty"`
+}
+
+// Winsize is a terminal's size in characters.
+type Winsize struct {
+	Rows uint16 `json:"rows"`
+	Cols uint16 `json:"cols"`
 }
 
 // Started answers an exec once the process runs.
