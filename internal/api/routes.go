@@ -83,6 +83,7 @@ var routeTable = []route{
 	{"GET", "/v1/sandboxes/{id}/processes", team, (*Server).processes},
 	{"GET", "/v1/sandboxes/{id}/processes/{pid}/stream", team, (*Server).attach},
 	{"POST", "/v1/sandboxes/{id}/processes/{pid}/signal", team, (*Server).signal},
+	{"GET", "/v1/sandboxes/{id}/pty", team, (*Server).terminal},
 
 	{"GET", "/v1/sandboxes/{id}/files", team, (*Server).readFile},
 	{"PUT", "/v1/sandboxes/{id}/files", team, (*Server).writeFile},
