@@ -54,13 +54,14 @@ func (s *Server) terminal(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
-		return pandastack.Errorf(pandastack.EInvalid, "GET /v1/sandboxes/{id}/pty is a WebSocket: send Connection: Upgrade and Upgrade: websocket")
-	}
+	// Everything but the upgrade itself is checked first, so a plain GET
+	// (what a client whose WebSocket API hides the HTTP answer can send to
+	// learn why an upgrade failed) gets the same JSON error.
 	q := r.URL.Query()
 	team := caller(r).team.ID
 	var sess *terminals.Session
 	var from int64
+	var req pandastack.TerminalRequest
 	if id := q.Get("session"); id != "" {
 		if from, err = queryInt64(q.Get("offset")); err != nil {
 			return pandastack.Errorf(pandastack.EInvalid, "offset must be a whole number of bytes, not %q", q.Get("offset"))
@@ -68,11 +69,13 @@ func (s *Server) terminal(w http.ResponseWriter, r *http.Request) error {
 		if sess, err = s.terms.Get(team, sb.ID, id); err != nil {
 			return err
 		}
-	} else {
-		req, err := terminalRequest(q)
-		if err != nil {
-			return err
-		}
+	} else if req, err = terminalRequest(q); err != nil {
+		return err
+	}
+	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+		return pandastack.Errorf(pandastack.EInvalid, "GET /v1/sandboxes/{id}/pty is a WebSocket: send Connection: Upgrade and Upgrade: websocket")
+	}
+	if sess == nil {
 		g, err := s.guest(r)
 		if err != nil {
 			return err

@@ -30,6 +30,7 @@ func TestTerminalRefusals(t *testing.T) {
 		{"cols not a number", "/v1/sandboxes/" + sb.ID + "/pty?cols=wide", env.Key, ws, 400, "invalid_argument", "cols"},
 		{"bad env", "/v1/sandboxes/" + sb.ID + "/pty?env=NOEQUALS", env.Key, ws, 400, "invalid_argument", "KEY=VALUE"},
 		{"unknown session", "/v1/sandboxes/" + sb.ID + "/pty?session=term_nope", env.Key, ws, 404, "not_found", "term_nope"},
+		{"plain GET says why an upgrade would fail", "/v1/sandboxes/" + sb.ID + "/pty?session=term_nope", env.Key, nil, 404, "not_found", "term_nope"},
 		{"bad offset", "/v1/sandboxes/" + sb.ID + "/pty?session=term_nope&offset=-1", env.Key, ws, 400, "invalid_argument", "offset"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
