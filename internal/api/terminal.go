@@ -204,13 +204,13 @@ func (s *Server) serveTerminal(r *http.Request, c *websocket.Conn, sess *termina
 			continue
 		case errors.Is(err, io.EOF):
 			res, rerr := a.Result()
+			sess.Kill() // delivered below: nothing is left to reattach to
 			if rerr != nil {
 				code, msg := publicError(rerr)
 				_ = send(terminalMessage{Type: "error", Code: code, Message: msg})
 			} else {
 				_ = send(terminalMessage{Type: "exit", ExitCode: &res.ExitCode, Signal: res.Signal, TimedOut: res.TimedOut})
 			}
-			sess.Kill() // delivered: nothing is left to reattach to
 			c.Close(websocket.StatusNormalClosure, "the command ended")
 		case terminals.IsDetached(err):
 			c.Close(websocket.StatusPolicyViolation, "another client attached to this terminal session")

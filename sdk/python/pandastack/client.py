@@ -485,6 +485,26 @@ class Sandbox:
         """One round trip to the guest agent, in milliseconds (measured by the server)."""
         return float(self._call("POST", "/ping")["rtt_ms"])
 
+    def open_terminal(self, cmd: Optional[str] = None, *, rows: int = 24, cols: int = 80,
+                      user: Optional[str] = None, cwd: Optional[str] = None,
+                      envs: Optional[Dict[str, str]] = None) -> "Terminal":
+        """An interactive terminal (the login shell, or ``cmd``) over a
+        WebSocket; see ``Terminal``. It reattaches by itself if the
+        connection drops."""
+        from ._terminal import Terminal
+        q: Dict[str, Any] = {"rows": rows, "cols": cols}
+        for k, v in (("cmd", cmd), ("user", user), ("cwd", cwd)):
+            if v:
+                q[k] = v
+        if envs:
+            q["env"] = [f"{k}={v}" for k, v in envs.items()]
+        return Terminal(self, q)
+
+    def reattach_terminal(self, session_id: str, offset: int = 0) -> "Terminal":
+        """Connects to a terminal session again (``offset``: bytes already read)."""
+        from ._terminal import Terminal
+        return Terminal(self, {"session": session_id, "offset": offset}, offset)
+
     # Routes of the API that not every server serves yet: against a server
     # without them these raise the server's answer (NotFoundError or
     # MethodNotAllowedError).

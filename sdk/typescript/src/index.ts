@@ -22,6 +22,7 @@ export { PandaStack, Templates, Keys, Volumes, QuotasAPI, Snapshots, DEFAULT_BAS
 export { Databases, type Database } from "./databases.js";
 export { Sandbox, Sandboxes, CommandHandle } from "./sandbox.js";
 export { Filesystem } from "./filesystem.js";
+export { Terminal, type TerminalOptions, type TerminalExit } from "./terminal.js";
 export {
   PandaStackError,
   InvalidArgumentError,
