@@ -487,6 +487,10 @@ type Guest interface {
 	// Terminal starts a command on a pseudo-terminal (terminal.go). ctx
 	// bounds the start only: the terminal lives until it ends or is closed.
 	Terminal(ctx context.Context, req TerminalRequest) (Terminal, error)
+	// WatchDir reports changes under a directory (the tree, if recursive)
+	// to fn until ctx ends (it returns nil) or fn fails; start is called
+	// once the watch is in place.
+	WatchDir(ctx context.Context, path string, recursive bool, start func() error, fn func(FileEvent) error) error
 }
 
 // Engine runs sandboxes on a host and keeps their records. Implemented by

@@ -45,3 +45,14 @@ func CheckTerminalSize(rows, cols int) error {
 	}
 	return nil
 }
+
+// FileEvent is one change under a watched directory (Guest.WatchDir).
+// Path, and From for a rename, are relative to the watched directory. Type
+// is "create", "write", "remove", "rename", "chmod", or "overflow" (events
+// were lost: list the directory again).
+type FileEvent struct {
+	Type  string `json:"type"`
+	Path  string `json:"path,omitempty"`
+	From  string `json:"from,omitempty"`
+	IsDir bool   `json:"is_dir,omitempty"`
+}

@@ -92,6 +92,7 @@ var routeTable = []route{
 	{"GET", "/v1/sandboxes/{id}/files/stat", team, (*Server).statFile},
 	{"POST", "/v1/sandboxes/{id}/files/mkdir", team, (*Server).makeDir},
 	{"POST", "/v1/sandboxes/{id}/files/rename", team, (*Server).rename},
+	{"GET", "/v1/sandboxes/{id}/files/watch", team, (*Server).watchDir},
 
 	{"POST", "/v1/keys", admin, (*Server).createKey},
 	{"GET", "/v1/keys", team, (*Server).listKeys},

@@ -42,3 +42,24 @@ func TestTerminalRefusals(t *testing.T) {
 	wantStatus(t, call(t, env, req{method: "DELETE", path: "/v1/sandboxes/" + sb.ID, key: env.Key}), http.StatusNoContent)
 	wantError(t, call(t, env, req{method: "GET", path: "/v1/sandboxes/" + sb.ID + "/pty", key: env.Key, header: ws}), 410, "gone", sb.ID)
 }
+
+func TestWatchRefusals(t *testing.T) {
+	env := apitest.Start(t)
+	sb := newSandbox(t, env, env.Key, nil)
+	base := "/v1/sandboxes/" + sb.ID + "/files/watch"
+	for _, tc := range []struct {
+		name, path, key string
+		status          int
+		code, msg       string
+	}{
+		{"no path", base, env.Key, 400, "invalid_argument", "path"},
+		{"relative path", base + "?path=tmp", env.Key, 400, "invalid_argument", "path"},
+		{"bad recursive", base + "?path=/tmp&recursive=maybe", env.Key, 400, "invalid_argument", "recursive"},
+		{"bad timeout", base + "?path=/tmp&timeout_seconds=-1", env.Key, 400, "invalid_argument", "timeout_seconds"},
+		{"another team's sandbox", base + "?path=/tmp", env.OtherKey, 404, "not_found", "not found"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wantError(t, call(t, env, req{method: "GET", path: tc.path, key: tc.key}), tc.status, tc.code, tc.msg)
+		})
+	}
+}

@@ -129,7 +129,22 @@ const (
 	// OpDial connects to a TCP port inside the guest; after the OK packet the
 	// stream carries the connection's raw bytes both ways.
 	OpDial = "dial"
+	// OpWatch watches the directory Path (and, with Recursive, the tree
+	// under it) for changes: after the OK packet each change is a PktData
+	// packet holding a WatchEvent (JSON), until the host closes the stream.
+	OpWatch = "watch"
 )
+
+// WatchEvent is one change under a watched directory. Path (and From, for a
+// rename) is relative to the watched directory. Type is create, write,
+// remove, rename, chmod, or overflow (the kernel dropped events: list the
+// directory again).
+type WatchEvent struct {
+	Type  string `json:"type"`
+	Path  string `json:"path,omitempty"`
+	From  string `json:"from,omitempty"`
+	IsDir bool   `json:"is_dir,omitempty"`
+}
 
 // Request opens an operation.
 type Request struct {

@@ -51,3 +51,9 @@ func (t *busyTerminal) Close() error {
 	t.once.Do(t.release)
 	return t.Terminal.Close()
 }
+
+// WatchDir holds the sandbox busy while the watch runs.
+func (g *guest) WatchDir(ctx context.Context, path string, recursive bool, start func() error, fn func(pandastack.FileEvent) error) error {
+	defer g.s.hold()()
+	return g.Client.WatchDir(ctx, path, recursive, start, fn)
+}

@@ -82,7 +82,7 @@ func (m *Manager) Start(ctx context.Context, team, sandbox string, start func(co
 		m.mu.Unlock()
 		return nil, pandastack.Errorf(pandastack.EQuota, "team %s has %d open terminal sessions, the most it may have; end one (exit its shell) or wait %s for a detached one to end", team, n, m.cfg.Grace)
 	}
-	s := &Session{ID: pandastack.NewID("term"), Team: team, Sandbox: sandbox, m: m, ring: newRing(m.cfg.RingBytes), ended: make(chan struct{})}
+	s := &Session{ID: pandastack.NewID("term_"), Team: team, Sandbox: sandbox, m: m, ring: newRing(m.cfg.RingBytes), ended: make(chan struct{})}
 	s.cond = sync.NewCond(&s.mu)
 	m.sessions[s.ID] = s // held while it starts, so the count is right
 	m.mu.Unlock()

@@ -14,3 +14,8 @@ func (g *Guest) Terminal(ctx context.Context, req pandastack.TerminalRequest) (p
 	}
 	return nil, pandastack.Errorf(pandastack.EUnavailable, "the fake guest has no terminals")
 }
+
+// WatchDir: the FAKE guest's files do not change behind its back.
+func (g *Guest) WatchDir(ctx context.Context, path string, recursive bool, start func() error, fn func(pandastack.FileEvent) error) error {
+	return pandastack.Errorf(pandastack.EUnavailable, "the fake guest has no directory watches")
+}
