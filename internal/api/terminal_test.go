@@ -9,7 +9,7 @@ import (
 
 // The terminal route's answers before the upgrade are JSON errors; the
 // terminal itself is tested with the real guest agent (guestconn) and in
-// real sandboxes (e2e TestSandboxShell).
+// real sandboxes (e2e TestSandboxShellAndWatch).
 func TestTerminalRefusals(t *testing.T) {
 	env := apitest.Start(t)
 	sb := newSandbox(t, env, env.Key, nil)

@@ -65,13 +65,14 @@ func (ts *tmuxSession) waitScreen(want string) {
 	}
 }
 
-// TestSandboxShell drives `pandastack sandbox shell` the way a person does,
+// TestSandboxShellAndWatch drives `pandastack sandbox shell` the way a person does,
 // from a real terminal (tmux): a shell prompt in the sandbox, a command and
 // its output, the terminal's size and a resize of it, ^C stopping a
 // command, and the shell's exit code as the CLI's. Then the Go SDK's
 // terminal: a dropped connection, the output made meanwhile replayed on
-// reattach, another team kept out, kill.
-func TestSandboxShell(t *testing.T) {
+// reattach, another team kept out, kill. And a directory watch through
+// the Go SDK: create, write, rename, remove.
+func TestSandboxShellAndWatch(t *testing.T) {
 	k, err := main.client(main.admin).CreateKey(context.Background(), "shell-team", "e2e")
 	if err != nil {
 		t.Fatal(err)
@@ -97,6 +98,56 @@ func TestSandboxShell(t *testing.T) {
 		ts.waitScreen("after-ctrl-c-130")
 		ts.typeLine("exit 5")
 		ts.waitScreen("cli-exit-5")
+	})
+
+	t.Run("sdk watch", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if _, err := sb.Exec(ctx, "mkdir -p /tmp/watched", sdk.ExecOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		w, err := sb.Files().WatchDir(ctx, "/tmp/watched", sdk.WatchOptions{Recursive: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+		var seen []sdk.FileEvent
+		want := func(ev sdk.FileEvent) {
+			t.Helper()
+			for got := range w.Events {
+				seen = append(seen, got)
+				if got == ev {
+					return
+				}
+			}
+			t.Fatalf("no %+v; saw %+v (err %v)", ev, seen, w.Err())
+		}
+		run := func(cmd string) {
+			t.Helper()
+			if r, err := sb.Exec(ctx, cmd, sdk.ExecOptions{}); err != nil || r.ExitCode != 0 {
+				t.Fatalf("%s: %v %+v", cmd, err, r)
+			}
+		}
+		if _, err := sb.Files().Write(ctx, "/tmp/watched/sub/a.txt", []byte("1")); err != nil {
+			t.Fatal(err)
+		}
+		want(sdk.FileEvent{Type: "create", Path: "sub", IsDir: true})
+		want(sdk.FileEvent{Type: "create", Path: "sub/a.txt"})
+		run("echo more >> /tmp/watched/sub/a.txt")
+		want(sdk.FileEvent{Type: "write", Path: "sub/a.txt"})
+		run("mv /tmp/watched/sub/a.txt /tmp/watched/b.txt")
+		want(sdk.FileEvent{Type: "rename", From: "sub/a.txt", Path: "b.txt"})
+		run("rm /tmp/watched/b.txt")
+		want(sdk.FileEvent{Type: "remove", Path: "b.txt"})
+		// Another team cannot watch it.
+		other := teamClient(t, "watch-intruder").Sandbox(sb.ID)
+		if _, err := other.Files().WatchDir(ctx, "/tmp", sdk.WatchOptions{}); !errors.Is(err, sdk.ErrNotFound) {
+			t.Fatalf("another team's watch: %v", err)
+		}
+		w.Stop()
+		if err := w.Err(); err != nil {
+			t.Fatalf("stopped watch: %v", err)
+		}
 	})
 
 	t.Run("sdk reattach", func(t *testing.T) {

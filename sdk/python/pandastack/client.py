@@ -8,7 +8,7 @@ import json
 import os
 import threading
 from datetime import datetime
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Union
 from urllib.parse import quote
 
 from . import errors
@@ -686,6 +686,38 @@ class Filesystem:
 
     def _t(self) -> Transport:
         return self._s._client._t
+
+    def watch_dir(self, path: str, *, recursive: bool = False,
+                  timeout_seconds: Optional[float] = None) -> "Iterator[Dict[str, Any]]":
+        """Watches a directory: yields one dict per change (``type`` create,
+        write, remove, rename (with ``from``), chmod or overflow; ``path``
+        relative to the directory; ``is_dir``) as they happen, until
+        ``timeout_seconds`` passes or the generator is closed. It returns
+        once the watch is in place, so later changes are all seen."""
+        q: Dict[str, Any] = {"path": path}
+        if recursive:
+            q["recursive"] = "true"
+        if timeout_seconds:
+            q["timeout_seconds"] = timeout_seconds
+        resp = self._t().request("GET", self._s._path("/files/watch"), query=q,
+                                 accept="application/x-ndjson", timeout=None)
+        lines = resp.lines()
+        first = json.loads(next(lines, b"{}"))
+        if first.get("type") != "start":
+            resp.close()
+            raise errors.PandaStackError(f"watch {path}: the stream did not start", request_id=resp.request_id)
+
+        def events() -> "Iterator[Dict[str, Any]]":
+            try:
+                for line in lines:
+                    ev = json.loads(line)
+                    if ev.get("type") == "error":
+                        e = ev.get("error") or {}
+                        raise errors.make_error(e.get("code"), e.get("message", ""), request_id=resp.request_id)
+                    yield ev
+            finally:
+                resp.close()
+        return events()
 
     def read_to(self, path: str, fileobj: Any) -> int:
         """Streams a file into a binary file object (anything with

@@ -70,6 +70,30 @@ class E2E(unittest.TestCase):
         with self.assertRaises(NotFoundError):
             sbx.reattach_terminal(t.session_id)
 
+    def test_watch_dir(self):
+        sbx = self.sandbox()
+        sbx.exec("mkdir -p /tmp/py-watched")
+        events = sbx.filesystem.watch_dir("/tmp/py-watched", recursive=True, timeout_seconds=120)
+        seen = []
+
+        def until(want):
+            for ev in events:
+                seen.append(f"rename {ev['from']}>{ev['path']}" if ev["type"] == "rename"
+                            else f"{ev['type']} {ev['path']}")
+                if want in seen:
+                    return
+            self.fail(f"no {want!r} in {seen}")
+
+        sbx.filesystem.write("/tmp/py-watched/sub/a.txt", "1")
+        until("create sub/a.txt")
+        sbx.exec("echo more >> /tmp/py-watched/sub/a.txt")
+        until("write sub/a.txt")
+        sbx.exec("mv /tmp/py-watched/sub /tmp/py-watched/moved")
+        until("rename sub>moved")
+        sbx.exec("rm -r /tmp/py-watched/moved")
+        until("remove moved/a.txt")
+        events.close()
+
     def test_volumes(self):
         c = PandaStack()
         name = "py-" + uuid.uuid4().hex[:8]

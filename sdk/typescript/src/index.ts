@@ -23,6 +23,7 @@ export { Databases, type Database } from "./databases.js";
 export { Sandbox, Sandboxes, CommandHandle } from "./sandbox.js";
 export { Filesystem } from "./filesystem.js";
 export { Terminal, type TerminalOptions, type TerminalExit } from "./terminal.js";
+export { type FileEvent, type WatchHandle, type WatchOptions } from "./watch.js";
 export {
   PandaStackError,
   InvalidArgumentError,

@@ -300,6 +300,29 @@ describe("against a real server", { skip }, () => {
     await assert.rejects(sandbox.reattachTerminal(t.sessionId), NotFoundError);
   });
 
+  test("watchDir: creates, writes, renames and removes as they happen", { timeout: 120_000 }, async () => {
+    await sandbox.exec("mkdir -p /tmp/ts-watched");
+    const seen: string[] = [];
+    const w = await sandbox.filesystem.watchDir("/tmp/ts-watched", (e) => {
+      seen.push(e.type === "rename" ? `rename ${e.from}>${e.path}` : `${e.type} ${e.path}`);
+    }, { recursive: true });
+    const until = async (want: string) => {
+      for (let i = 0; i < 300 && !seen.includes(want); i++) await new Promise((r) => setTimeout(r, 100));
+      assert.ok(seen.includes(want), `no ${JSON.stringify(want)} in ${JSON.stringify(seen)}`);
+    };
+    await sandbox.filesystem.write("/tmp/ts-watched/sub/a.txt", "1");
+    await until("create sub");
+    await until("create sub/a.txt");
+    await sandbox.exec("echo more >> /tmp/ts-watched/sub/a.txt");
+    await until("write sub/a.txt");
+    await sandbox.exec("mv /tmp/ts-watched/sub/a.txt /tmp/ts-watched/b.txt");
+    await until("rename sub/a.txt>b.txt");
+    await sandbox.exec("rm /tmp/ts-watched/b.txt");
+    await until("remove b.txt");
+    w.stop();
+    await w.done;
+  });
+
   test("background + attach + signal", { timeout: 60_000 }, async () => {
     const p = await sandbox.exec(
       "trap 'echo got-term; exit 7' TERM; echo started; echo err >&2; while true; do sleep 0.2; done",
