@@ -2,10 +2,12 @@ package guest
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -27,7 +29,21 @@ type watcher struct {
 	root      string
 	recursive bool
 	dirs      map[int]string // watch descriptor → path relative to root ("" is root)
+
+	// Moves out, by cookie, waiting for the move in that pairs them into a
+	// rename; the two can come in separate reads.
+	from      map[uint32]move
+	fromOrder []uint32
 }
+
+type move struct {
+	path  string
+	isDir bool
+}
+
+// moveWait is how long a move out waits for its move in before it counts
+// as a removal (the file left the tree).
+const moveWait = 100 * time.Millisecond
 
 // watch serves OpWatch: inotify (x/sys/unix) on the directory and, when
 // recursive, every directory under it, added as they appear. Events flow
@@ -47,7 +63,7 @@ func watch(c *guestproto.Conn, req guestproto.Request) error {
 	if err != nil {
 		return fmt.Errorf("inotify: %w", err)
 	}
-	w := &watcher{f: os.NewFile(uintptr(fd), "inotify"), root: root, recursive: req.Recursive, dirs: map[int]string{}}
+	w := &watcher{f: os.NewFile(uintptr(fd), "inotify"), root: root, recursive: req.Recursive, dirs: map[int]string{}, from: map[uint32]move{}}
 	defer w.f.Close()
 	if rc, err := w.f.SyscallConn(); err == nil {
 		_ = rc.Control(func(x uintptr) { w.fd = int(x) })
@@ -76,7 +92,20 @@ func watch(c *guestproto.Conn, req guestproto.Request) error {
 	}
 	buf := make([]byte, 64<<10)
 	for {
+		if len(w.from) > 0 {
+			_ = w.f.SetReadDeadline(time.Now().Add(moveWait))
+		} else {
+			_ = w.f.SetReadDeadline(time.Time{})
+		}
 		n, err := w.f.Read(buf)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			for _, ev := range w.flushMoves() {
+				if send(ev) != nil {
+					return nil
+				}
+			}
+			continue
+		}
 		if err != nil {
 			return nil // closed: the host went away
 		}
@@ -130,12 +159,6 @@ func (w *watcher) addTree(rel string, emit func(guestproto.WatchEvent)) {
 // by cookie into renames; one out of the tree is a remove, one into it a
 // create. gone reports the root's removal.
 func (w *watcher) parse(b []byte) (out []guestproto.WatchEvent, gone bool) {
-	type move struct {
-		path  string
-		isDir bool
-	}
-	from := map[uint32]move{}
-	var fromOrder []uint32
 	emit := func(ev guestproto.WatchEvent) {
 		// Writes come in bursts (one per write call): keep one of a run.
 		if ev.Type == "write" && len(out) > 0 {
@@ -188,11 +211,11 @@ func (w *watcher) parse(b []byte) (out []guestproto.WatchEvent, gone bool) {
 		case mask&unix.IN_ATTRIB != 0:
 			emit(guestproto.WatchEvent{Type: "chmod", Path: p, IsDir: isDir})
 		case mask&unix.IN_MOVED_FROM != 0:
-			from[raw.Cookie] = move{p, isDir}
-			fromOrder = append(fromOrder, raw.Cookie)
+			w.from[raw.Cookie] = move{p, isDir}
+			w.fromOrder = append(w.fromOrder, raw.Cookie)
 		case mask&unix.IN_MOVED_TO != 0:
-			if m, ok := from[raw.Cookie]; ok {
-				delete(from, raw.Cookie)
+			if m, ok := w.from[raw.Cookie]; ok {
+				delete(w.from, raw.Cookie)
 				emit(guestproto.WatchEvent{Type: "rename", Path: p, From: m.path, IsDir: isDir})
 				if isDir {
 					w.moved(m.path, p)
@@ -205,16 +228,26 @@ func (w *watcher) parse(b []byte) (out []guestproto.WatchEvent, gone bool) {
 			}
 		}
 	}
-	// A move whose other half is not in this batch left the tree.
-	for _, ck := range fromOrder {
-		if m, ok := from[ck]; ok {
-			emit(guestproto.WatchEvent{Type: "remove", Path: m.path, IsDir: m.isDir})
+	if gone {
+		out = append(out, w.flushMoves()...)
+	}
+	return out, gone
+}
+
+// flushMoves reports the moves out that no move in paired within moveWait:
+// they left the tree.
+func (w *watcher) flushMoves() []guestproto.WatchEvent {
+	var out []guestproto.WatchEvent
+	for _, ck := range w.fromOrder {
+		if m, ok := w.from[ck]; ok {
+			out = append(out, guestproto.WatchEvent{Type: "remove", Path: m.path, IsDir: m.isDir})
 			if m.isDir {
 				w.forget(m.path)
 			}
 		}
 	}
-	return out, gone
+	w.from, w.fromOrder = map[uint32]move{}, nil
+	return out
 }
 
 // forget stops watching the directories under rel (moved out of the tree).
