@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -184,5 +187,52 @@ func TestTerminalErrors(t *testing.T) {
 			t.Fatalf("process %d still runs after Close", pid)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// vmRSS is a process's resident memory in KiB.
+func vmRSS(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
+			n, _ := strconv.Atoi(f[1])
+			return n
+		}
+	}
+	t.Fatal("no VmRSS")
+	return 0
+}
+
+// A terminal nobody reads does not grow the agent's memory: the stream's
+// flow control stops the output, and the program blocks on its terminal.
+func TestTerminalUnreadIsBounded(t *testing.T) {
+	c, cmd := startAgent(t)
+	ctx := context.Background()
+	cl, _, err := c.Handshake(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	term, err := cl.Terminal(ctx, pandastack.TerminalRequest{Cmd: "yes terminal-output-that-nobody-reads", Rows: 24, Cols: 80})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer term.Close()
+	before := vmRSS(t, cmd.Process.Pid)
+	// yes writes as fast as it can; give it time to have written far more
+	// than the bound below if anything buffered it.
+	time.Sleep(2 * time.Second)
+	if after := vmRSS(t, cmd.Process.Pid); after-before > 16<<10 {
+		t.Fatalf("the agent grew from %d KiB to %d KiB while a terminal went unread", before, after)
+	}
+	// And the output is all there to read once someone does.
+	buf := make([]byte, 4096)
+	n, err := io.ReadAtLeast(term, buf, 100)
+	if err != nil || !strings.Contains(string(buf[:n]), "terminal-output-that-nobody-reads") {
+		t.Fatalf("read %q, %v", buf[:n], err)
 	}
 }
