@@ -240,7 +240,7 @@ test('pty: create, sendInput, resize, kill', async () => {
   await assert.rejects(sbx.pty.sendInput(h.pid, new TextEncoder().encode('late')))
 })
 
-test('files.watchDir reports creates, writes and removes (polled)', async () => {
+test('files.watchDir reports creates, writes, renames and removes', async () => {
   await sbx.files.makeDir('/tmp/watched')
   const events = []
   const w = await sbx.files.watchDir('/tmp/watched', (e) => { events.push(`${e.type} ${e.name}`) }, { recursive: true, timeoutMs: 60_000 })
@@ -252,8 +252,11 @@ test('files.watchDir reports creates, writes and removes (polled)', async () => 
   await until('create sub/f.txt')
   await sbx.commands.run('echo more >> /tmp/watched/sub/f.txt')
   await until('write sub/f.txt')
+  await sbx.files.rename('/tmp/watched/sub/f.txt', '/tmp/watched/sub/g.txt')
+  await until('rename sub/f.txt')
+  await until('create sub/g.txt')
   await sbx.files.remove('/tmp/watched/sub')
-  await until('remove sub/f.txt')
+  await until('remove sub/g.txt')
   await w.stop()
 })
 
