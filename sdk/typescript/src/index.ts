@@ -22,8 +22,6 @@ export { PandaStack, Templates, Keys, Volumes, QuotasAPI, Snapshots, DEFAULT_BAS
 export { Databases, type Database } from "./databases.js";
 export { Sandbox, Sandboxes, CommandHandle } from "./sandbox.js";
 export { Filesystem } from "./filesystem.js";
-export { Terminal, type TerminalOptions, type TerminalExit } from "./terminal.js";
-export { type FileEvent, type WatchHandle, type WatchOptions } from "./watch.js";
 export {
   PandaStackError,
   InvalidArgumentError,
@@ -97,3 +95,5 @@ export type {
   WireKey,
   WireQuotas,
 } from "./types.js";
+export { Terminal, type TerminalOptions, type TerminalExit } from "./terminal.js";
+export { type FileEvent, type WatchHandle, type WatchOptions } from "./watch.js";
