@@ -65,6 +65,12 @@ func (ts *tmuxSession) waitScreen(want string) {
 	}
 }
 
+// sleeping says whether a `sleep SECONDS` runs in the sandbox.
+func sleeping(sb *sdk.Sandbox, seconds string) bool {
+	r, err := sb.Exec(context.Background(), "cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' ' | grep -q 'slee[p] "+seconds+"'", sdk.ExecOptions{})
+	return err == nil && r.ExitCode == 0
+}
+
 // TestSandboxShellAndWatch drives `pandastack sandbox shell` the way a person does,
 // from a real terminal (tmux): a shell prompt in the sandbox, a command and
 // its output, the terminal's size and a resize of it, ^C stopping a
@@ -91,8 +97,8 @@ func TestSandboxShellAndWatch(t *testing.T) {
 		ts.run("resize-window", "-t", "e2e", "-x", "120", "-y", "40")
 		ts.typeLine("stty size")
 		ts.waitScreen("40 120")
-		ts.typeLine("sleep 300")
-		time.Sleep(time.Second) // let the shell start it
+		ts.typeLine("sleep 313")
+		eventually(t, time.Minute, "sleep to run in the foreground", func() bool { return sleeping(sb, "313") })
 		ts.run("send-keys", "-t", "e2e", "C-c")
 		ts.typeLine("echo after-ctrl-c-$?")
 		ts.waitScreen("after-ctrl-c-130")

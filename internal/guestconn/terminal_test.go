@@ -102,8 +102,16 @@ func TestTerminal(t *testing.T) {
 	io.WriteString(term, "stty size\n")
 	r.waitFor("40 132")
 
-	io.WriteString(term, "sleep 300\n")
-	time.Sleep(300 * time.Millisecond) // let the shell start sleep in the foreground
+	io.WriteString(term, "sleep 313\n")
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		res, err := cl.Exec(ctx, pandastack.ExecRequest{Cmd: "cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' ' | grep -q 'slee[p] 313'"}, nil, func(pandastack.ExecEvent) error { return nil })
+		if err == nil && res.ExitCode == 0 {
+			break // sleep runs in the terminal's foreground
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("sleep never started")
+		}
+	}
 	if err := term.Signal(ctx, "INT"); err != nil {
 		t.Fatal(err)
 	}
