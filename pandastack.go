@@ -492,6 +492,13 @@ type Guest interface {
 	// DialPort connects to a TCP port a process in the sandbox listens on
 	// (on its loopback). A port nobody listens on answers ERefused.
 	DialPort(ctx context.Context, port int) (net.Conn, error)
+	// Terminal starts a command on a pseudo-terminal (terminal.go). ctx
+	// bounds the start only: the terminal lives until it ends or is closed.
+	Terminal(ctx context.Context, req TerminalRequest) (Terminal, error)
+	// WatchDir reports changes under a directory (the tree, if recursive)
+	// to fn until ctx ends (it returns nil) or fn fails; start is called
+	// once the watch is in place.
+	WatchDir(ctx context.Context, path string, recursive bool, start func() error, fn func(FileEvent) error) error
 }
 
 // Engine runs sandboxes on a host and keeps their records. Implemented by

@@ -83,6 +83,7 @@ var routeTable = []route{
 	{"GET", "/v1/sandboxes/{id}/processes", team, (*Server).processes},
 	{"GET", "/v1/sandboxes/{id}/processes/{pid}/stream", team, (*Server).attach},
 	{"POST", "/v1/sandboxes/{id}/processes/{pid}/signal", team, (*Server).signal},
+	{"GET", "/v1/sandboxes/{id}/pty", team, (*Server).terminal},
 
 	{"GET", "/v1/sandboxes/{id}/files", team, (*Server).readFile},
 	{"PUT", "/v1/sandboxes/{id}/files", team, (*Server).writeFile},
@@ -91,6 +92,7 @@ var routeTable = []route{
 	{"GET", "/v1/sandboxes/{id}/files/stat", team, (*Server).statFile},
 	{"POST", "/v1/sandboxes/{id}/files/mkdir", team, (*Server).makeDir},
 	{"POST", "/v1/sandboxes/{id}/files/rename", team, (*Server).rename},
+	{"GET", "/v1/sandboxes/{id}/files/watch", team, (*Server).watchDir},
 
 	{"POST", "/v1/keys", admin, (*Server).createKey},
 	{"GET", "/v1/keys", team, (*Server).listKeys},

@@ -24,6 +24,7 @@ import (
 	"github.com/pandastack/pandastack/internal/functions"
 	"github.com/pandastack/pandastack/internal/quotas"
 	"github.com/pandastack/pandastack/internal/sandboxes"
+	"github.com/pandastack/pandastack/internal/terminals"
 )
 
 // Defaults applied by New to zero Config fields.
@@ -138,6 +139,8 @@ type Server struct {
 	// sbx applies the sandbox product's rules: validation, quotas, TTL
 	// and lifetime (package sandboxes).
 	sbx *sandboxes.Service
+	// terms holds interactive terminal sessions (terminal.go).
+	terms *terminals.Manager
 }
 
 // New returns a Server for cfg, filling in defaults.
@@ -170,6 +173,7 @@ func New(cfg Config) *Server {
 	s := &Server{cfg: cfg, log: cfg.Logger, quotas: cfg.Quotas, limiter: quotas.NewRateLimiter(), buffered: budget{max: cfg.MaxBufferedTotal},
 		sbx: sandboxes.New(sandboxes.Config{Store: cfg.Store, Engine: cfg.Engine, Logger: cfg.Logger, Quotas: cfg.Quotas,
 			MaxTTL: cfg.MaxTTL, DefaultTTL: cfg.DefaultTTL})}
+	s.terms = terminals.New(terminals.Config{Log: cfg.Logger})
 	s.handler = s.buildHandler()
 	return s
 }

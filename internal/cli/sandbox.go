@@ -16,6 +16,7 @@ func sandboxCommands() []command {
 		{"ls", "list sandboxes", runSandboxList},
 		{"get", "show a sandbox as JSON", runSandboxGet},
 		{"exec", "run a command in a sandbox, streaming its output", runSandboxExec},
+		{"shell", "open an interactive terminal in a sandbox", runSandboxShell},
 		{"kill", "kill a sandbox", runSandboxKill},
 		{"fork", "make copy-on-write children of a running sandbox", runSandboxFork},
 		{"snapshot", "save a running sandbox whole; it runs on", runSandboxSnapshot},

@@ -83,6 +83,9 @@ type Server struct {
 	// stdins holds the stdin of each process started with stdin: true,
 	// by stdinKey, for SendInput and CloseStdin.
 	stdins sync.Map
+	// ptys holds the terminal of each process started with a pty, by
+	// stdinKey, for SendInput and Update (pty.go).
+	ptys sync.Map
 }
 
 // New returns a Server for cfg.

@@ -144,9 +144,13 @@ func TestEnvdErrors(t *testing.T) {
 	if r.status != 401 || r.body["code"] != "unauthenticated" {
 		t.Fatalf("wrong token: %d %s, want 401 unauthenticated", r.status, r.raw)
 	}
-	r = rpc(id, token, "/process.Process/Update", `{}`)
-	if r.status != 501 || r.body["code"] != "unimplemented" || !strings.Contains(r.raw, "process.Process/Update") {
+	r = rpc(id, token, "/process.Process/StreamInput", `{}`)
+	if r.status != 501 || r.body["code"] != "unimplemented" || !strings.Contains(r.raw, "process.Process/StreamInput") {
 		t.Fatalf("unserved method: %d %s, want 501 unimplemented naming it", r.status, r.raw)
+	}
+	r = rpc(id, token, "/process.Process/Update", `{"process":{"pid":4242},"pty":{"size":{"cols":80,"rows":24}}}`)
+	if r.status != 404 || r.body["code"] != "not_found" || !strings.Contains(r.raw, "no pty") {
+		t.Fatalf("resize of a process without a pty: %d %s, want 404 not_found", r.status, r.raw)
 	}
 	r = rpc(id, token, "/filesystem.Filesystem/Stat", `{"path":"/nope"}`)
 	if r.status != 404 || r.body["code"] != "not_found" {

@@ -3,7 +3,6 @@ package e2bcompat
 import (
 	"reflect"
 	"testing"
-	"time"
 
 	"github.com/pandastack/pandastack"
 )
@@ -89,20 +88,21 @@ func TestEndOf(t *testing.T) {
 	}
 }
 
-// The polling watch reports what changed between two listings.
-func TestWatchDiff(t *testing.T) {
-	t0 := time.Unix(100, 0)
-	f := func(size int64, mod time.Time, dir bool) fileState {
-		return fileState{info: pandastack.FileInfo{Size: size, ModTime: mod, IsDir: dir, Mode: 0o644}}
-	}
-	prev := map[string]fileState{"kept": f(1, t0, false), "gone": f(1, t0, false), "grown": f(1, t0, false), "d": f(0, t0, true)}
-	cur := map[string]fileState{"kept": f(1, t0, false), "grown": f(2, t0.Add(time.Second), false), "d": f(0, t0.Add(time.Second), true), "d/new": f(0, t0, false)}
+// Our file events map onto envd's: a rename is RENAME of the old name and
+// CREATE of the new, as envd reports one.
+func TestWatchEvents(t *testing.T) {
 	var got []string
-	for _, ev := range diff(prev, cur) {
-		got = append(got, ev.Type+" "+ev.Name)
+	for _, ev := range []pandastack.FileEvent{
+		{Type: "create", Path: "d/new"}, {Type: "write", Path: "grown"}, {Type: "remove", Path: "gone"},
+		{Type: "chmod", Path: "m"}, {Type: "rename", From: "a", Path: "b"}, {Type: "overflow"},
+	} {
+		for _, fe := range envdEvents(ev) {
+			got = append(got, fe.Type+" "+fe.Name)
+		}
 	}
-	want := []string{"EVENT_TYPE_REMOVE gone", "EVENT_TYPE_CREATE d/new", "EVENT_TYPE_WRITE grown"}
+	want := []string{"EVENT_TYPE_CREATE d/new", "EVENT_TYPE_WRITE grown", "EVENT_TYPE_REMOVE gone",
+		"EVENT_TYPE_CHMOD m", "EVENT_TYPE_RENAME a", "EVENT_TYPE_CREATE b"}
 	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("diff = %v, want %v", got, want)
+		t.Fatalf("events = %v, want %v", got, want)
 	}
 }

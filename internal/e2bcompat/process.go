@@ -46,6 +46,7 @@ type startEvent struct {
 type dataEvent struct {
 	Stdout []byte `json:"stdout,omitempty"`
 	Stderr []byte `json:"stderr,omitempty"`
+	Pty    []byte `json:"pty,omitempty"`
 }
 
 type endEvent struct {
@@ -71,9 +72,6 @@ func (s *Server) processStart(w http.ResponseWriter, r *http.Request, c *sandbox
 		return
 	}
 	switch {
-	case len(req.PTY) > 0 && string(req.PTY) != "null":
-		newStream(w).end(connectErr("unimplemented", "process.Process/Start with a pty is not implemented by PandaStack's E2B compatibility yet"))
-		return
 	case req.Process.Cmd == "":
 		newStream(w).end(connectErr("invalid_argument", "process.cmd is required"))
 		return
@@ -83,6 +81,10 @@ func (s *Server) processStart(w http.ResponseWriter, r *http.Request, c *sandbox
 		User: user, TimeoutSeconds: connectTimeout(r), Background: true}
 	if req.Process.Cwd != nil && *req.Process.Cwd != "" {
 		x.Cwd = resolvePath(*req.Process.Cwd, user)
+	}
+	if len(req.PTY) > 0 && string(req.PTY) != "null" {
+		s.startPty(w, r, c, req.PTY, x)
+		return
 	}
 	if req.Stdin != nil && *req.Stdin {
 		s.startWithStdin(w, r, c, x)
@@ -173,8 +175,8 @@ func (s *Server) processSendInput(w http.ResponseWriter, r *http.Request, c *san
 	if !unary(w, r, &req) {
 		return
 	}
-	if len(req.Input.PTY) > 0 {
-		writeConnectError(w, connectErr("unimplemented", "process.Process/SendInput to a pty is not implemented by PandaStack's E2B compatibility yet"))
+	if len(req.Input.PTY) > 0 && string(req.Input.PTY) != "null" {
+		s.ptyInput(w, c, req.Process, req.Input.PTY)
 		return
 	}
 	pw, e := s.stdinOf(c, req.Process)

@@ -18,6 +18,7 @@ var rpcMethods = map[string]rpcMethod{
 	"/process.Process/SendSignal":     (*Server).processSignal,
 	"/process.Process/SendInput":      (*Server).processSendInput,
 	"/process.Process/CloseStdin":     (*Server).processCloseStdin,
+	"/process.Process/Update":         (*Server).processUpdate,
 	"/filesystem.Filesystem/Stat":     (*Server).fsStat,
 	"/filesystem.Filesystem/ListDir":  (*Server).fsListDir,
 	"/filesystem.Filesystem/MakeDir":  (*Server).fsMakeDir,

@@ -20,6 +20,9 @@ const drainIdle = 150 * time.Millisecond
 // control until the command exits; closing the stream kills it. Background:
 // the host gets the pid and the output is kept for attach.
 func (a *agent) exec(c *guestproto.Conn, req guestproto.Request) error {
+	if req.Pty != nil {
+		return a.execPty(c, req)
+	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return err

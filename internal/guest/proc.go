@@ -202,6 +202,8 @@ func (t *procTable) start(req guestproto.Request, files []uintptr) (*proc, error
 	}
 	if req.Shell != "" {
 		req.Args = shellArgs(req.Shell, env)
+	} else if len(req.Args) == 0 && req.Pty != nil {
+		req.Args = loginShell(u)
 	}
 	if len(req.Args) == 0 {
 		return nil, &guestproto.Error{Code: guestproto.ErrInvalid, Message: "no command given"}
@@ -221,6 +223,11 @@ func (t *procTable) start(req guestproto.Request, files []uintptr) (*proc, error
 		return nil, err
 	}
 	attr := &syscall.ProcAttr{Dir: dir, Env: env, Files: files, Sys: &syscall.SysProcAttr{Setpgid: true}}
+	if req.Pty != nil {
+		// Its own session with the terminal (its fd 0) as controlling tty:
+		// job control, ^C and SIGWINCH work as on a login.
+		attr.Sys = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	}
 	if os.Getuid() == 0 && (u.uid != 0 || u.gid != 0) {
 		attr.Sys.Credential = &syscall.Credential{Uid: u.uid, Gid: u.gid, Groups: u.groups}
 	}

@@ -245,6 +245,8 @@ func (a *agent) handle(st net.Conn) {
 		if err == nil {
 			err = c.WriteJSON(guestproto.PktOK, res)
 		}
+	case guestproto.OpWatch:
+		err = watch(c, req)
 	case guestproto.OpDial:
 		err = dial(c, st, req.Port)
 	case guestproto.OpSync, guestproto.OpPrepare:

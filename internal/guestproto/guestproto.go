@@ -102,6 +102,9 @@ const (
 	PktData     byte = 10 // file bytes, either way
 	PktEOF      byte = 11 // end of file bytes, either way
 	PktStarted  byte = 12 // guest → host: Started (JSON)
+	// PktResize (host → guest, Winsize JSON) changes the size of an exec's
+	// pseudo-terminal; the process gets SIGWINCH.
+	PktResize byte = 13
 )
 
 // MaxPacket bounds a packet's payload.
@@ -126,7 +129,22 @@ const (
 	// OpDial connects to a TCP port inside the guest; after the OK packet the
 	// stream carries the connection's raw bytes both ways.
 	OpDial = "dial"
+	// OpWatch watches the directory Path (and, with Recursive, the tree
+	// under it) for changes: after the OK packet each change is a PktData
+	// packet holding a WatchEvent (JSON), until the host closes the stream.
+	OpWatch = "watch"
 )
+
+// WatchEvent is one change under a watched directory. Path (and From, for a
+// rename) is relative to the watched directory. Type is create, write,
+// remove, rename, chmod, or overflow (the kernel dropped events: list the
+// directory again).
+type WatchEvent struct {
+	Type  string `json:"type"`
+	Path  string `json:"path,omitempty"`
+	From  string `json:"from,omitempty"`
+	IsDir bool   `json:"is_dir,omitempty"`
+}
 
 // Request opens an operation.
 type Request struct {
@@ -142,6 +160,12 @@ type Request struct {
 	TimeoutMs  int64             `json:"timeout_ms,omitempty"`
 	Background bool              `json:"background,omitempty"`
 	Stdin      bool              `json:"stdin,omitempty"` // host will stream stdin packets
+	// Pty runs the command on a pseudo-terminal of this size: stdin, stdout
+	// and stderr are its slave side, output arrives as PktStdout (the raw
+	// terminal bytes), PktStdin is typed input, PktResize resizes it and a
+	// PktSignal goes to the terminal's foreground process group. With no
+	// command the user's login shell runs. Foreground only.
+	Pty *Winsize `json:"pty,omitempty"`
 
 	// dial
 	Port int `json:"port,omitempty"`
@@ -155,6 +179,12 @@ type Request struct {
 	To        string `json:"to,omitempty"`
 	Mode      uint32 `json:"mode,omitempty"`
 	Recursive bool   `json:"recursive,omitempty"`
+}
+
+// Winsize is a terminal's size in characters.
+type Winsize struct {
+	Rows uint16 `json:"rows"`
+	Cols uint16 `json:"cols"`
 }
 
 // Started answers an exec once the process runs.

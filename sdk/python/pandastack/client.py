@@ -487,6 +487,26 @@ class Sandbox:
         """One round trip to the guest agent, in milliseconds (measured by the server)."""
         return float(self._call("POST", "/ping")["rtt_ms"])
 
+    def open_terminal(self, cmd: Optional[str] = None, *, rows: int = 24, cols: int = 80,
+                      user: Optional[str] = None, cwd: Optional[str] = None,
+                      envs: Optional[Dict[str, str]] = None) -> "Terminal":
+        """An interactive terminal (the login shell, or ``cmd``) over a
+        WebSocket; see ``Terminal``. It reattaches by itself if the
+        connection drops."""
+        from ._terminal import Terminal
+        q: Dict[str, Any] = {"rows": rows, "cols": cols}
+        for k, v in (("cmd", cmd), ("user", user), ("cwd", cwd)):
+            if v:
+                q[k] = v
+        if envs:
+            q["env"] = [f"{k}={v}" for k, v in envs.items()]
+        return Terminal(self, q)
+
+    def reattach_terminal(self, session_id: str, offset: int = 0) -> "Terminal":
+        """Connects to a terminal session again (``offset``: bytes already read)."""
+        from ._terminal import Terminal
+        return Terminal(self, {"session": session_id, "offset": offset}, offset)
+
     # Routes of the API that not every server serves yet: against a server
     # without them these raise the server's answer (NotFoundError or
     # MethodNotAllowedError).
@@ -668,6 +688,38 @@ class Filesystem:
 
     def _t(self) -> Transport:
         return self._s._client._t
+
+    def watch_dir(self, path: str, *, recursive: bool = False,
+                  timeout_seconds: Optional[float] = None) -> "Iterator[Dict[str, Any]]":
+        """Watches a directory: yields one dict per change (``type`` create,
+        write, remove, rename (with ``from``), chmod or overflow; ``path``
+        relative to the directory; ``is_dir``) as they happen, until
+        ``timeout_seconds`` passes or the generator is closed. It returns
+        once the watch is in place, so later changes are all seen."""
+        q: Dict[str, Any] = {"path": path}
+        if recursive:
+            q["recursive"] = "true"
+        if timeout_seconds:
+            q["timeout_seconds"] = timeout_seconds
+        resp = self._t().request("GET", self._s._path("/files/watch"), query=q,
+                                 accept="application/x-ndjson", timeout=None)
+        lines = resp.lines()
+        first = json.loads(next(lines, b"{}"))
+        if first.get("type") != "start":
+            resp.close()
+            raise errors.PandaStackError(f"watch {path}: the stream did not start", request_id=resp.request_id)
+
+        def events() -> "Iterator[Dict[str, Any]]":
+            try:
+                for line in lines:
+                    ev = json.loads(line)
+                    if ev.get("type") == "error":
+                        e = ev.get("error") or {}
+                        raise errors.make_error(e.get("code"), e.get("message", ""), request_id=resp.request_id)
+                    yield ev
+            finally:
+                resp.close()
+        return events()
 
     def read_to(self, path: str, fileobj: Any) -> int:
         """Streams a file into a binary file object (anything with

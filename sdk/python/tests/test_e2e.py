@@ -41,6 +41,59 @@ class E2E(unittest.TestCase):
         self.addCleanup(sbx.kill)
         return sbx
 
+    def test_terminal(self):
+        sbx = self.sandbox()
+        t = sbx.open_terminal("/bin/sh", rows=24, cols=80, envs={"PS1": "$ "})
+        seen = b""
+
+        def until(term, want):
+            nonlocal seen
+            while want not in seen:
+                b = term.read()
+                self.assertTrue(b, f"terminal ended before {want!r}: {seen!r}")
+                seen += b
+
+        t.write("stty size; echo py-$((6*7))\n")
+        until(t, b"py-42")
+        self.assertIn(b"24 80", seen)
+        t.resize(40, 120)
+        t.write("stty size\n")
+        until(t, b"40 120")
+        t.write("sleep 1; echo away-$((2*5))\n")
+        until(t, b"away-$((2*5))\r\n")  # the echo of the typed line
+        t.close()  # a dropped connection: the session waits
+        again = sbx.reattach_terminal(t.session_id, t.offset)
+        seen = b""
+        until(again, b"away-10")
+        again.write("exit 4\n")
+        self.assertEqual(again.wait(), 4)
+        with self.assertRaises(NotFoundError):
+            sbx.reattach_terminal(t.session_id)
+
+    def test_watch_dir(self):
+        sbx = self.sandbox()
+        sbx.exec("mkdir -p /tmp/py-watched")
+        events = sbx.filesystem.watch_dir("/tmp/py-watched", recursive=True, timeout_seconds=120)
+        seen = []
+
+        def until(want):
+            for ev in events:
+                seen.append(f"rename {ev['from']}>{ev['path']}" if ev["type"] == "rename"
+                            else f"{ev['type']} {ev['path']}")
+                if want in seen:
+                    return
+            self.fail(f"no {want!r} in {seen}")
+
+        sbx.filesystem.write("/tmp/py-watched/sub/a.txt", "1")
+        until("create sub/a.txt")
+        sbx.exec("echo more >> /tmp/py-watched/sub/a.txt")
+        until("write sub/a.txt")
+        sbx.exec("mv /tmp/py-watched/sub /tmp/py-watched/moved")
+        until("rename sub>moved")
+        sbx.exec("rm -r /tmp/py-watched/moved")
+        until("remove moved/a.txt")
+        events.close()
+
     def test_volumes(self):
         c = PandaStack()
         name = "py-" + uuid.uuid4().hex[:8]

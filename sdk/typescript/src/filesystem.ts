@@ -4,6 +4,7 @@
 import { APIConnectionError, NotFoundError } from "./errors.js";
 import type { HttpClient } from "./http.js";
 import { describe, isAbort } from "./ndjson.js";
+import { watchDir, type FileEvent, type WatchHandle, type WatchOptions } from "./watch.js";
 import {
   toFileInfo,
   type FileInfo,
@@ -29,6 +30,15 @@ export class Filesystem {
     this.#http = http;
     this.#base = sandboxPath;
   }
+  /**
+   * Watches a directory: `onEvent` gets each change (create, write, remove,
+   * rename with `from`, chmod, overflow) as it happens. Resolves once the
+   * watch is in place.
+   */
+  watchDir(path: string, onEvent: (e: FileEvent) => void, opts: WatchOptions = {}): Promise<WatchHandle> {
+    return watchDir(this.#http, this.#base, path, onEvent, opts);
+  }
+
 
   /**
    * Streams a file's bytes. The stream errors with an APIConnectionError if

@@ -68,6 +68,13 @@ export class HttpClient {
     return u;
   }
 
+  /** The headers of a WebSocket upgrade (auth, user agent, the client's own). */
+  upgradeHeaders(): Record<string, string> {
+    const headers: Record<string, string> = { "User-Agent": `pandastack-typescript/${VERSION}`, ...this.#headers };
+    if (this.#apiKey) headers["Authorization"] = `Bearer ${this.#apiKey}`;
+    return headers;
+  }
+
   /** Performs a request; resolves with the response if 2xx, otherwise rejects with the typed error. */
   async send(r: HttpRequest): Promise<Response> {
     const headers: Record<string, string> = {

@@ -95,3 +95,5 @@ export type {
   WireKey,
   WireQuotas,
 } from "./types.js";
+export { Terminal, type TerminalOptions, type TerminalExit } from "./terminal.js";
+export { type FileEvent, type WatchHandle, type WatchOptions } from "./watch.js";

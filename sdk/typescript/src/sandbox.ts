@@ -5,6 +5,7 @@ import { PandaStack, type ClientOptions } from "./client.js";
 import { Filesystem } from "./filesystem.js";
 import { NDJSON, type HttpClient } from "./http.js";
 import { readExecStream } from "./stream.js";
+import { Terminal, type TerminalOptions } from "./terminal.js";
 import { readCodeStream, type Execution, type RunCodeOptions } from "./code.js";
 import {
   toProcessInfo,
@@ -324,6 +325,29 @@ export class Sandbox {
   }
 
   /** Reloads the sandbox's fields from the server. */
+  /**
+   * Opens an interactive terminal (the login shell, or `opts.cmd`) over a
+   * WebSocket; see `Terminal`.
+   */
+  async openTerminal(opts: TerminalOptions = {}): Promise<Terminal> {
+    const q = new URLSearchParams();
+    for (const k of ["cmd", "user", "cwd"] as const) if (opts[k]) q.set(k, opts[k]!);
+    if (opts.rows) q.set("rows", String(opts.rows));
+    if (opts.cols) q.set("cols", String(opts.cols));
+    for (const [k, v] of Object.entries(opts.envs ?? {})) q.append("env", `${k}=${v}`);
+    const t = new Terminal(this.#http, sandboxPath(this.id) + "/pty", opts.onData);
+    await t.dial(q);
+    return t;
+  }
+
+  /** Connects to a terminal session again; `offset` is the output bytes already received. */
+  async reattachTerminal(sessionId: string, opts: { offset?: number; onData?: (data: Uint8Array) => void } = {}): Promise<Terminal> {
+    const t = new Terminal(this.#http, sandboxPath(this.id) + "/pty", opts.onData);
+    t.offset = opts.offset ?? 0;
+    await t.dial(new URLSearchParams({ session: sessionId, offset: String(t.offset) }));
+    return t;
+  }
+
   async refresh(opts: RequestOptions = {}): Promise<this> {
     const w = await this.#http.json<WireSandbox>({ method: "GET", path: this.#path(), signal: opts.signal });
     this.#info = toSandboxInfo(w);

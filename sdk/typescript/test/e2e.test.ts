@@ -271,6 +271,58 @@ describe("against a real server", { skip }, () => {
     console.log(`# 100 MB: upload ${tUp} ms, download ${tDown} ms`);
   });
 
+  test("terminal: typed input, stty size, resize, a dropped connection reattached, exit code", { timeout: 120_000 }, async () => {
+    let seen = "";
+    const dec = new TextDecoder();
+    const onData = (b: Uint8Array) => {
+      seen += dec.decode(b, { stream: true });
+    };
+    const until = async (want: string) => {
+      for (let i = 0; i < 600 && !seen.includes(want); i++) await new Promise((r) => setTimeout(r, 100));
+      assert.ok(seen.includes(want), `no ${JSON.stringify(want)} in ${JSON.stringify(seen)}`);
+    };
+    const t = await sandbox.openTerminal({ cmd: "/bin/sh", rows: 24, cols: 80, envs: { PS1: "$ " }, onData });
+    assert.ok(t.pid > 0 && t.sessionId.startsWith("term_"));
+    t.write("stty size; echo ts-$((6*7))\n");
+    await until("ts-42");
+    assert.ok(seen.includes("24 80"), seen);
+    t.resize(40, 120);
+    t.write("stty size\n");
+    await until("40 120");
+    t.write("sleep 1; echo away-$((2*5))\n");
+    await until("away-$((2*5))\r\n");
+    t.close();
+    seen = "";
+    const again = await sandbox.reattachTerminal(t.sessionId, { offset: t.offset, onData });
+    await until("away-10");
+    again.write("exit 4\n");
+    assert.deepEqual(await again.wait(), { exitCode: 4 });
+    await assert.rejects(sandbox.reattachTerminal(t.sessionId), NotFoundError);
+  });
+
+  test("watchDir: creates, writes, renames and removes as they happen", { timeout: 120_000 }, async () => {
+    await sandbox.exec("mkdir -p /tmp/ts-watched");
+    const seen: string[] = [];
+    const w = await sandbox.filesystem.watchDir("/tmp/ts-watched", (e) => {
+      seen.push(e.type === "rename" ? `rename ${e.from}>${e.path}` : `${e.type} ${e.path}`);
+    }, { recursive: true });
+    const until = async (want: string) => {
+      for (let i = 0; i < 300 && !seen.includes(want); i++) await new Promise((r) => setTimeout(r, 100));
+      assert.ok(seen.includes(want), `no ${JSON.stringify(want)} in ${JSON.stringify(seen)}`);
+    };
+    await sandbox.filesystem.write("/tmp/ts-watched/sub/a.txt", "1");
+    await until("create sub");
+    await until("create sub/a.txt");
+    await sandbox.exec("echo more >> /tmp/ts-watched/sub/a.txt");
+    await until("write sub/a.txt");
+    await sandbox.exec("mv /tmp/ts-watched/sub/a.txt /tmp/ts-watched/b.txt");
+    await until("rename sub/a.txt>b.txt");
+    await sandbox.exec("rm /tmp/ts-watched/b.txt");
+    await until("remove b.txt");
+    w.stop();
+    await w.done;
+  });
+
   test("background + attach + signal", { timeout: 60_000 }, async () => {
     const p = await sandbox.exec(
       "trap 'echo got-term; exit 7' TERM; echo started; echo err >&2; while true; do sleep 0.2; done",

@@ -200,7 +200,7 @@ test('a wrong key is 401, another team sees no sandbox', async () => {
   assert.deepEqual(await Sandbox.list({ apiKey: otherKey, query: { metadata: { suite: run } } }).nextItems(), [])
 })
 
-test('envd: unknown sandbox 502 JSON, wrong access token 401, unsupported call (pty) named', async () => {
+test('envd: unknown sandbox 502 JSON, wrong access token 401, unsupported call named', async () => {
   const call = (id, token, path = '/process.Process/List') => fetch(server + path, {
     method: 'POST', body: '{}',
     headers: { 'Content-Type': 'application/json', 'Connect-Protocol-Version': '1', 'E2b-Sandbox-Id': id, 'E2b-Sandbox-Port': '49983', 'X-Access-Token': token },
@@ -211,14 +211,36 @@ test('envd: unknown sandbox 502 JSON, wrong access token 401, unsupported call (
   r = await call(sbx.sandboxId, 'wrong')
   assert.equal(r.status, 401)
   assert.equal((await r.json()).code, 'unauthenticated')
-  await assert.rejects(sbx.pty.create({ cols: 80, rows: 24, onData: () => {} }), (e) => {
-    assert.ok(e instanceof SandboxError, `got ${e}`)
-    assert.match(String(e.message), /unimplemented.*pty/i)
-    return true
-  })
+  r = await call(sbx.sandboxId, sbx.envdAccessToken ?? '', '/process.Process/StreamInput')
+  assert.equal(r.status, 501)
+  const body = await r.json()
+  assert.equal(body.code, 'unimplemented')
+  assert.match(body.message, /process\.Process\/StreamInput/)
 })
 
-test('files.watchDir reports creates, writes and removes (polled)', async () => {
+test('pty: create, sendInput, resize, kill', async () => {
+  let out = ''
+  const dec = new TextDecoder()
+  const h = await sbx.pty.create({ cols: 80, rows: 24, onData: (d) => { out += dec.decode(d, { stream: true }) } })
+  assert.ok(h.pid > 0)
+  const until = async (s) => {
+    for (let i = 0; i < 300 && !out.includes(s); i++) await new Promise((res) => setTimeout(res, 100))
+    assert.ok(out.includes(s), `no ${JSON.stringify(s)} in ${JSON.stringify(out)}`)
+  }
+  const type = (s) => sbx.pty.sendInput(h.pid, new TextEncoder().encode(s))
+  await type('tty; stty size; echo pty-$((6*7))\n')
+  await until('pty-42')
+  assert.match(out, /\/dev\/pts\/\d+/)
+  assert.match(out, /24 80/)
+  await sbx.pty.resize(h.pid, { cols: 120, rows: 40 })
+  await type('stty size\n')
+  await until('40 120')
+  assert.equal(await sbx.pty.kill(h.pid), true)
+  await assert.rejects(h.wait(), (e) => e instanceof CommandExitError)
+  await assert.rejects(sbx.pty.sendInput(h.pid, new TextEncoder().encode('late')))
+})
+
+test('files.watchDir reports creates, writes, renames and removes', async () => {
   await sbx.files.makeDir('/tmp/watched')
   const events = []
   const w = await sbx.files.watchDir('/tmp/watched', (e) => { events.push(`${e.type} ${e.name}`) }, { recursive: true, timeoutMs: 60_000 })
@@ -230,8 +252,11 @@ test('files.watchDir reports creates, writes and removes (polled)', async () => 
   await until('create sub/f.txt')
   await sbx.commands.run('echo more >> /tmp/watched/sub/f.txt')
   await until('write sub/f.txt')
+  await sbx.files.rename('/tmp/watched/sub/f.txt', '/tmp/watched/sub/g.txt')
+  await until('rename sub/f.txt')
+  await until('create sub/g.txt')
   await sbx.files.remove('/tmp/watched/sub')
-  await until('remove sub/f.txt')
+  await until('remove sub/g.txt')
   await w.stop()
 })
 
