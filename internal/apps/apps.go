@@ -31,6 +31,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -77,7 +78,9 @@ type Config struct {
 	// Template builds run in (default base).
 	Template string
 	// WorkDir holds clones while a deploy runs.
-	WorkDir       string
+	WorkDir string
+	// RepoDir holds the apps' git remotes (default WorkDir/repos).
+	RepoDir       string
 	BuildTimeout  time.Duration
 	HealthTimeout time.Duration
 	// Drain is how long the previous release keeps serving requests it
@@ -127,6 +130,9 @@ func New(cfg Config) *Service {
 	}
 	if cfg.MaxRepoBytes <= 0 {
 		cfg.MaxRepoBytes = DefaultMaxRepoBytes
+	}
+	if cfg.RepoDir == "" && cfg.WorkDir != "" {
+		cfg.RepoDir = filepath.Join(cfg.WorkDir, "repos")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Service{cfg: cfg, log: cfg.Logger.With("component", "apps"), ctx: ctx, cancel: cancel,
@@ -212,11 +218,9 @@ func (p *CreateParams) check() error {
 	switch {
 	case !nameRE.MatchString(p.Name) || strings.Contains(p.Name, "--"):
 		return invalid("name must be 1-40 lower-case letters, digits and single hyphens, starting and ending with a letter or digit (it is the app's host name), got %q", p.Name)
-	case p.GitURL == "":
-		return invalid("git_url is required")
 	case strings.HasPrefix(p.GitURL, "-") || strings.ContainsAny(p.GitURL, "\n\r\x00"):
 		return invalid("git_url %q is not a repository address", p.GitURL)
-	case isLocal(p.GitURL) && !p.AllowLocal:
+	case p.GitURL != "" && isLocal(p.GitURL) && !p.AllowLocal:
 		return pandastack.Errorf(pandastack.EForbidden, "git_url %q is a path on the server: only admin keys may deploy from one (use an https, git or ssh address)", p.GitURL)
 	case p.Port < 0 || p.Port > 65535:
 		return invalid("port must be between 1 and 65535, got %d", p.Port)
@@ -265,7 +269,7 @@ func (s *Service) Create(ctx context.Context, teamID string, p CreateParams) (Ap
 	if err := p.check(); err != nil {
 		return App{}, err
 	}
-	if !isLocal(p.GitURL) {
+	if p.GitURL != "" && !isLocal(p.GitURL) {
 		// Refused now when it points at the server's own networks; a name
 		// that does not resolve yet fails its deploy instead, with the
 		// reason.
@@ -307,6 +311,7 @@ func (s *Service) Create(ctx context.Context, teamID string, p CreateParams) (Ap
 func (s *Service) present(a App) App {
 	a.URL = "http://" + s.host(a.Name) + s.cfg.URLPort
 	a.WebhookURL = "/v1/apps/" + a.ID + "/hooks/github"
+	a.GitRemote = GitRemotePath(a.Name)
 	a.EnvKeys = []string{}
 	for k := range a.Env {
 		a.EnvKeys = append(a.EnvKeys, k)
@@ -389,6 +394,9 @@ func (s *Service) Delete(ctx context.Context, teamID, name string) error {
 		if err := s.dropRelease(ctx, r); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if err := s.removeRepo(a); err != nil {
+		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("delete app %s: %w", a.Name, errs[0])

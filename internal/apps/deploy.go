@@ -35,6 +35,21 @@ func (s *Service) Deploy(ctx context.Context, teamID, name, ref string) (Deploy,
 }
 
 func (s *Service) startDeploy(ctx context.Context, a App, ref, delivery string) (Deploy, error) {
+	return s.startDeployAs(ctx, a, ref, delivery, "")
+}
+
+// startDeployAs queues a deploy with id ("" for a new one). An app with no
+// git_url deploys from its git remote.
+func (s *Service) startDeployAs(ctx context.Context, a App, ref, delivery, id string) (Deploy, error) {
+	if a.GitURL == "" || id != "" {
+		if !s.hasRepo(a) {
+			return Deploy{}, pandastack.Errorf(pandastack.EConflict, "app %s has no git_url and nothing was pushed to its git remote yet (git push %s)", a.Name, GitRemotePath(a.Name))
+		}
+		a.source = s.repoDir(a)
+	}
+	if id == "" {
+		id = pandastack.NewID("dep_")
+	}
 	if ref == "" {
 		ref = a.Branch
 	}
@@ -46,9 +61,9 @@ func (s *Service) startDeploy(ctx context.Context, a App, ref, delivery string) 
 		return Deploy{}, err
 	}
 	t := now()
-	d := Deploy{ID: pandastack.NewID("dep_"), AppID: a.ID, Status: StatusQueued, Ref: ref, DeliveryID: delivery, CreatedAt: t, UpdatedAt: t}
+	d := Deploy{ID: id, AppID: a.ID, Status: StatusQueued, Ref: ref, DeliveryID: delivery, CreatedAt: t, UpdatedAt: t}
 	l := newDeployLog(env)
-	l.printf("deploy %s of %s (%s) queued", d.ID, a.GitURL, ref)
+	l.printf("deploy %s of %s (%s) queued", d.ID, a.sourceName(), ref)
 	d.Log = l.String()
 	if err := s.cfg.Store.PutDeploy(ctx, d); err != nil {
 		return Deploy{}, err
@@ -119,8 +134,16 @@ func (s *Service) release(ctx context.Context, a App, d *Deploy, env map[string]
 	}
 	defer os.RemoveAll(work)
 	src := filepath.Join(work, "src")
-	l.printf("cloning %s (%s)", a.GitURL, d.Ref)
-	if d.Commit, err = clone(ctx, a.GitURL, d.Ref, src, s.cfg.MaxRepoBytes, &s.cfg.Git, l); err != nil {
+	l.printf("cloning %s (%s)", a.sourceName(), d.Ref)
+	url := a.GitURL
+	if a.source != "" {
+		url = a.source
+	}
+	if d.Commit, err = clone(ctx, url, d.Ref, src, s.cfg.MaxRepoBytes, &s.cfg.Git, l); err != nil {
+		if a.source != "" {
+			// The remote's place on the server's disk is not the user's business.
+			return errors.New(strings.ReplaceAll(err.Error(), a.source, a.sourceName()))
+		}
 		return err
 	}
 	plan, err := detect.Dir(src)

@@ -426,6 +426,10 @@ http.server.ThreadingHTTPServer(("", int(os.environ["PORT"])), H).serve_forever(
 		wantServes(t, "web", "static v2")
 	})
 
+	t.Run("git push to the app's own remote deploys; idle, it scales to zero", func(t *testing.T) {
+		testGitPushAndScaleToZero(t, c, newKey(t, "team-apps"), newKey(t, "team-apps-other"))
+	})
+
 	t.Run("delete frees the route, machines and snapshots", func(t *testing.T) {
 		if err := c.DeleteApp(ctx, "web"); err != nil {
 			t.Fatal(err)

@@ -1,0 +1,153 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	sdk "github.com/pandastack/pandastack/sdk/go"
+)
+
+// counterApp is a Python standard-library app that counts the requests
+// to / in its memory (its health path does not count), so a request
+// after a wake shows whether the memory survived.
+const counterApp = `import http.server, os
+n = 0
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        global n
+        if self.path == "/":
+            n += 1
+        body = ("pushed v1 count %d" % n).encode()
+        self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers(); self.wfile.write(body)
+    def log_message(self, *a):
+        pass
+http.server.ThreadingHTTPServer(("", int(os.environ["PORT"])), H).serve_forever()
+`
+
+// gitPush pushes branch of the working copy dir to remote and returns
+// git's output (the server's "remote:" lines included).
+func gitPush(dir, remote, branch string) (string, error) {
+	cmd := exec.Command("git", "push", remote, branch)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir, "GIT_TERMINAL_PROMPT=0", "GIT_ASKPASS=/bin/false")
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// remoteWithKey is the app's git remote on the shared server with key as
+// the basic-auth password.
+func remoteWithKey(a *sdk.App, key string) string {
+	return strings.Replace(main.url, "http://", "http://git:"+key+"@", 1) + a.GitRemote
+}
+
+var pushedDeployRE = regexp.MustCompile(`remote: pandastack: deploy (dep_[0-9a-z]+) of main queued`)
+
+// testGitPushAndScaleToZero: an app with no git_url is deployed by a real
+// `git push` to its own remote on the API port (the API key as the
+// password); a wrong key and another team's key are refused and deploy
+// nothing. The app has auto-hibernate set: idle, its release hibernates;
+// the next request wakes it and is answered, with the app's memory
+// intact (its request counter goes on), and the release runs again.
+func testGitPushAndScaleToZero(t *testing.T, c *sdk.Client, key, otherKey string) {
+	ctx := context.Background()
+	a, err := c.CreateApp(ctx, sdk.CreateAppParams{Name: "pushed", HealthPath: "/health", HealthTimeoutSeconds: 30, AutoHibernateSeconds: 3})
+	if err != nil {
+		t.Fatalf("create an app with no git_url: %v", err)
+	}
+	t.Cleanup(func() { _ = c.DeleteApp(context.Background(), "pushed") })
+	if a.GitRemote != "/git/pushed.git" {
+		t.Fatalf("git_remote %q, want /git/pushed.git", a.GitRemote)
+	}
+	work := t.TempDir()
+	git(t, work, "init", "--quiet", "--initial-branch=main", ".")
+	if err := os.WriteFile(filepath.Join(work, "main.py"), []byte(counterApp), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git(t, work, "add", "-A")
+	git(t, work, "commit", "--quiet", "-m", "v1")
+
+	t.Run("a wrong key and another team's key are refused", func(t *testing.T) {
+		out, err := gitPush(work, remoteWithKey(a, "pds_"+strings.Repeat("0", 40)), "main")
+		if err == nil || !strings.Contains(out, "Authentication failed") {
+			t.Errorf("push with a wrong key: %v\n%s", err, out)
+		}
+		out, err = gitPush(work, remoteWithKey(a, otherKey), "main")
+		if err == nil || !strings.Contains(out, "not found") {
+			t.Errorf("push with another team's key: %v\n%s", err, out)
+		}
+		if ds, err := c.ListDeploys(ctx, "pushed"); err != nil || len(ds) != 0 {
+			t.Errorf("refused pushes queued deploys: %+v %v", ds, err)
+		}
+	})
+
+	out, err := gitPush(work, remoteWithKey(a, key), "main")
+	if err != nil {
+		t.Fatalf("git push: %v\n%s", err, out)
+	}
+	m := pushedDeployRE.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("the push does not name its deploy:\n%s", out)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	d, err := c.WaitDeploy(wctx, "pushed", m[1])
+	if err != nil || d.Status != sdk.DeployLive || d.Framework != "python" {
+		t.Fatalf("deploy of the push: %+v %v\n%s", d, err, d.Log)
+	}
+	wantServes(t, "pushed", "pushed v1 count 1")
+
+	release := func() *sdk.Sandbox {
+		for _, sb := range mustList(t, c) {
+			if sb.Metadata["app"] == "pushed" && sb.Metadata["role"] == "release" && sb.Metadata["deploy"] == d.ID {
+				return sb
+			}
+		}
+		t.Fatalf("no release machine of deploy %s", d.ID)
+		return nil
+	}
+	t.Run("idle, it hibernates; the next request wakes it with its memory", func(t *testing.T) {
+		eventually(t, 2*time.Minute, "the idle release hibernates", func() bool { return release().State == "hibernated" })
+		start := time.Now()
+		code, body, err := appGet(ctx, "pushed", "/")
+		t.Logf("first request after hibernation answered after %s", time.Since(start).Round(time.Millisecond))
+		if err != nil || code != http.StatusOK || body != "pushed v1 count 2" {
+			t.Fatalf("request to the hibernated app: %d %q %v; want 200 \"pushed v1 count 2\"", code, body, err)
+		}
+		if st := release().State; st != "running" {
+			t.Fatalf("after the request the release is %s, want running", st)
+		}
+	})
+	t.Run("a push to another branch deploys nothing", func(t *testing.T) {
+		out, err := gitPush(work, remoteWithKey(a, key), "main:parked")
+		if err != nil || !strings.Contains(out, "not the app's branch") {
+			t.Fatalf("push to another branch: %v\n%s", err, out)
+		}
+		if ds, _ := c.ListDeploys(ctx, "pushed"); len(ds) != 1 {
+			t.Errorf("%d deploys after a push to another branch, want 1", len(ds))
+		}
+	})
+	if err := c.DeleteApp(ctx, "pushed"); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	if out, err := gitPush(work, remoteWithKey(a, key), "main"); err == nil {
+		t.Errorf("push to a deleted app succeeded:\n%s", out)
+	}
+}
+
+// newKey makes an API key of team on the shared server.
+func newKey(t *testing.T, team string) string {
+	t.Helper()
+	k, err := main.client(main.admin).CreateKey(context.Background(), team, fmt.Sprintf("e2e-git-%d", time.Now().UnixNano()))
+	if err != nil {
+		t.Fatalf("create key for %s: %v", team, err)
+	}
+	return k.Key
+}
