@@ -50,8 +50,10 @@ const (
 	DefaultBuildTimeout  = 20 * time.Minute
 	DefaultHealthTimeout = 60 * time.Second
 	DefaultDrain         = 5 * time.Second
-	DefaultMaxRepoBytes  = 256 << 20
-	DefaultDomain        = "localhost"
+	// DefaultRollbackWindow: see Config.RollbackWindow.
+	DefaultRollbackWindow = 5 * time.Minute
+	DefaultMaxRepoBytes   = 256 << 20
+	DefaultDomain         = "localhost"
 	// KeepReleases is how many releases an app keeps: the live one and
 	// the previous one, hibernated, for rollback.
 	KeepReleases = 2
@@ -85,8 +87,12 @@ type Config struct {
 	HealthTimeout time.Duration
 	// Drain is how long the previous release keeps serving requests it
 	// already has before it hibernates.
-	Drain        time.Duration
-	MaxRepoBytes int64
+	Drain time.Duration
+	// RollbackWindow is how long, past the drain, the previous release
+	// keeps running for a fast rollback before it hibernates (default
+	// DefaultRollbackWindow; below 0: hibernate right after the drain).
+	RollbackWindow time.Duration
+	MaxRepoBytes   int64
 	// Git keeps clones off the server's own networks (see GitGuard).
 	Git    GitGuard
 	Logger *slog.Logger
@@ -128,6 +134,12 @@ func New(cfg Config) *Service {
 	if cfg.Drain <= 0 {
 		cfg.Drain = DefaultDrain
 	}
+	switch {
+	case cfg.RollbackWindow == 0:
+		cfg.RollbackWindow = DefaultRollbackWindow
+	case cfg.RollbackWindow < 0:
+		cfg.RollbackWindow = 0
+	}
 	if cfg.MaxRepoBytes <= 0 {
 		cfg.MaxRepoBytes = DefaultMaxRepoBytes
 	}
@@ -155,7 +167,16 @@ func (s *Service) Start(ctx context.Context) error {
 			continue
 		}
 		if rel, ok := s.liveRelease(ctx, a); ok {
-			b.set(rel.MachineID, rel.Port)
+			gen := b.set(rel.MachineID, rel.Port)
+			// A previous release the last run kept warm hibernates after
+			// its window (one already hibernated stays so).
+			if rels, err := s.cfg.Store.ListReleases(ctx, a.ID); err == nil {
+				for _, r := range rels {
+					if r.DeployID != a.LiveDeployID && s.cfg.Engine != nil {
+						s.keepWarm(b, r.MachineID, gen)
+					}
+				}
+			}
 		}
 		ds, err := s.cfg.Store.ListDeploys(ctx, a.ID)
 		if err != nil {

@@ -268,8 +268,8 @@ func (s *Service) release(ctx context.Context, a App, d *Deploy, env map[string]
 }
 
 // promote switches the app's route to rel (atomically), makes d live and
-// the previous live deploy superseded; the previous release drains, then
-// hibernates (kept for rollback), and releases beyond KeepReleases go.
+// the previous live deploy superseded; the previous release drains and is
+// kept warm for rollback (keepWarm), and releases beyond KeepReleases go.
 func (s *Service) promote(ctx context.Context, appID string, d *Deploy, rel Release, l *deployLog) error {
 	ctx = context.WithoutCancel(ctx)
 	a, err := s.cfg.Store.GetAppByID(ctx, appID)
@@ -281,7 +281,7 @@ func (s *Service) promote(ctx context.Context, appID string, d *Deploy, rel Rele
 		return fmt.Errorf("the app %s has no route", a.Name)
 	}
 	prevMachine := b.current()
-	b.set(rel.MachineID, rel.Port)
+	gen := b.set(rel.MachineID, rel.Port)
 	if err := s.cfg.Store.SetLiveDeploy(ctx, a.ID, d.ID); err != nil {
 		return err
 	}
@@ -296,37 +296,58 @@ func (s *Service) promote(ctx context.Context, appID string, d *Deploy, rel Rele
 		}
 	}
 	if prevMachine != "" && prevMachine != rel.MachineID {
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			select {
-			case <-time.After(s.cfg.Drain):
-			case <-s.ctx.Done():
-			}
-			// Unless a rollback made it live again meanwhile.
-			if b.current() != prevMachine {
-				if _, err := s.cfg.Engine.Hibernate(context.Background(), prevMachine); err != nil {
-					s.log.Warn("hibernate previous release", "machine", prevMachine, "err", err)
-				}
-			}
-		}()
+		s.keepWarm(b, prevMachine, gen)
 	}
-	return s.prune(ctx, a.ID, d.ID)
+	return s.prune(ctx, a.ID, d.ID, a.LiveDeployID)
 }
 
-// prune drops releases beyond KeepReleases, oldest first, never the live
-// one.
-func (s *Service) prune(ctx context.Context, appID, liveDeploy string) error {
+// keepWarm lets the release that was just replaced finish the requests it
+// has (Drain) and keeps it running for a fast rollback (RollbackWindow):
+// a rollback then needs no wake, only a health check and the switch.
+// Then it hibernates — kept for a slower rollback, its memory on disk —
+// unless the app switched since: a rollback made it live again, or a
+// newer deploy made another release the previous one (and prune dropped
+// this one). At most one release per app is kept warm, for a bounded
+// time; the team's quotas count it either way (hibernated machines
+// count too). When the server stops, it hibernates at once.
+func (s *Service) keepWarm(b *backend, machine string, gen uint64) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		select {
+		case <-time.After(s.cfg.Drain + s.cfg.RollbackWindow):
+		case <-s.ctx.Done():
+		}
+		if b.gen.Load() != gen {
+			return
+		}
+		if _, err := s.cfg.Engine.Hibernate(context.Background(), machine); err != nil && pandastack.ErrorCode(err) != pandastack.ENotFound {
+			s.log.Debug("hibernate previous release", "machine", machine, "err", err)
+		}
+	}()
+}
+
+// prune drops an app's releases beyond KeepReleases, oldest first: never
+// the live one nor the one that was live before it (the rollback target).
+func (s *Service) prune(ctx context.Context, appID, liveDeploy, prevDeploy string) error {
 	rels, err := s.cfg.Store.ListReleases(ctx, appID)
 	if err != nil {
 		return nil
 	}
-	kept := 0
+	keep := map[string]bool{liveDeploy: true}
 	for _, r := range rels {
-		if r.DeployID == liveDeploy || kept < KeepReleases-1 {
-			if r.DeployID != liveDeploy {
-				kept++
-			}
+		if r.DeployID == prevDeploy {
+			keep[prevDeploy] = true
+		}
+	}
+	for _, r := range rels {
+		if len(keep) >= KeepReleases {
+			break
+		}
+		keep[r.DeployID] = true
+	}
+	for _, r := range rels {
+		if keep[r.DeployID] {
 			continue
 		}
 		if err := s.dropRelease(ctx, r); err != nil {

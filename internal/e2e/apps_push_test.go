@@ -124,14 +124,43 @@ func testGitPushAndScaleToZero(t *testing.T, c *sdk.Client, key, otherKey string
 		if st := release().State; st != "running" {
 			t.Fatalf("after the request the release is %s, want running", st)
 		}
+		t.Logf("server: %s", strings.Join(main.logLines("sandbox woken"), "\n"))
+	})
+	t.Run("a rollback wakes the hibernated previous release", func(t *testing.T) {
+		if err := os.WriteFile(filepath.Join(work, "main.py"), []byte(strings.Replace(counterApp, "pushed v1", "pushed v2", 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		git(t, work, "commit", "--quiet", "-am", "v2")
+		out, err := gitPush(work, remoteWithKey(a, key), "main")
+		m := pushedDeployRE.FindStringSubmatch(out)
+		if err != nil || m == nil {
+			t.Fatalf("push v2: %v\n%s", err, out)
+		}
+		if d2, err := c.WaitDeploy(wctx, "pushed", m[1]); err != nil || d2.Status != sdk.DeployLive {
+			t.Fatalf("deploy of v2: %+v %v", d2, err)
+		}
+		wantServes(t, "pushed", "pushed v2 count 1")
+		// The app scales to zero, so its previous release hibernates
+		// when idle, rollback window or not.
+		eventually(t, 2*time.Minute, "the previous release hibernates", func() bool { return release().State == "hibernated" })
+		start := time.Now()
+		rd, err := c.RollbackApp(ctx, "pushed", "")
+		if err != nil || rd.ID != d.ID {
+			t.Fatalf("rollback: %+v %v, want deploy %s live", rd, err, d.ID)
+		}
+		answered := time.Since(start)
+		wantServes(t, "pushed", "pushed v1 count 3")
+		t.Logf("rollback to the hibernated previous release: answered after %s, serving after %s",
+			answered.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+		t.Logf("server: %s", strings.Join(main.logLines("sandbox woken"), "\n"))
 	})
 	t.Run("a push to another branch deploys nothing", func(t *testing.T) {
 		out, err := gitPush(work, remoteWithKey(a, key), "main:parked")
 		if err != nil || !strings.Contains(out, "not the app's branch") {
 			t.Fatalf("push to another branch: %v\n%s", err, out)
 		}
-		if ds, _ := c.ListDeploys(ctx, "pushed"); len(ds) != 1 {
-			t.Errorf("%d deploys after a push to another branch, want 1", len(ds))
+		if ds, _ := c.ListDeploys(ctx, "pushed"); len(ds) != 2 {
+			t.Errorf("%d deploys after a push to another branch, want 2", len(ds))
 		}
 	})
 	if err := c.DeleteApp(ctx, "pushed"); err != nil {
@@ -150,4 +179,20 @@ func newKey(t *testing.T, team string) string {
 		t.Fatalf("create key for %s: %v", team, err)
 	}
 	return k.Key
+}
+
+// logLines is the lines of the server's log that contain substr (the
+// newest 5), for a test to show what the server measured.
+func (s *serverProc) logLines(substr string) []string {
+	b, err := os.ReadFile(s.log)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, substr) {
+			out = append(out, l)
+		}
+	}
+	return out[max(0, len(out)-5):]
 }

@@ -261,33 +261,30 @@ func TestApps(t *testing.T) {
 		}
 	})
 
-	t.Run("rollback wakes the hibernated previous release", func(t *testing.T) {
-		// The previous release drains, then hibernates, kept for rollback.
+	t.Run("rollback serves the previous release, kept warm, at once", func(t *testing.T) {
+		// The previous release drains, then runs on for the rollback
+		// window (minutes), so a rollback needs no wake.
 		var prev *sdk.Sandbox
-		for deadline := time.Now().Add(time.Minute); ; {
-			for _, sb := range mustList(t, c) {
-				if sb.Metadata["deploy"] == first.ID && sb.Metadata["role"] == "release" {
-					prev = sb
-				}
+		for _, sb := range mustList(t, c) {
+			if sb.Metadata["deploy"] == first.ID && sb.Metadata["role"] == "release" {
+				prev = sb
 			}
-			if prev != nil && prev.State == "hibernated" {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the previous release is %+v, want hibernated", prev)
-			}
-			time.Sleep(500 * time.Millisecond)
+		}
+		if prev == nil || prev.State != "running" {
+			t.Fatalf("the previous release is %+v, want running (kept warm for rollback)", prev)
 		}
 		start := time.Now()
 		d, err := c.RollbackApp(ctx, "web", "")
-		t.Logf("rollback to the hibernated release answered after %s", time.Since(start).Round(time.Millisecond))
 		if err != nil {
 			t.Fatalf("rollback: %v", err)
 		}
+		answered := time.Since(start)
+		wantServes(t, "web", "static v1")
+		t.Logf("rollback to the warm previous release: answered after %s, serving after %s",
+			answered.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 		if d.ID != first.ID || d.Status != sdk.DeployLive {
 			t.Fatalf("rollback made %+v live, want %s", d, first.ID)
 		}
-		wantServes(t, "web", "static v1")
 		a, err := c.GetApp(ctx, "web")
 		if err != nil || a.LiveDeployID != first.ID {
 			t.Fatalf("app after rollback: %+v %v", a, err)
