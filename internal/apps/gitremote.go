@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/pandastack/pandastack"
 )
@@ -38,6 +39,14 @@ import (
 // GitServices are the smart-HTTP paths under a repository (after
 // /git/NAME.git/).
 var gitServices = map[string]bool{"info/refs": true, "git-upload-pack": true, "git-receive-pack": true}
+
+// gitBodySlack is what a push's body may hold besides its pack (the ref
+// updates, in pkt-lines).
+const gitBodySlack = 1 << 20
+
+// gitTimeout bounds one smart-HTTP exchange: net/http/cgi does not end
+// its child when the request ends, so coreutils' timeout does.
+const gitTimeout = 15 * time.Minute
 
 // GitRemotePath is where an app's git remote is served, relative to the
 // API's base URL.
@@ -174,17 +183,32 @@ func (s *Service) ServeGit(w http.ResponseWriter, r *http.Request, teamID, name,
 	push := service == "git-receive-pack"
 	before, depID := "", ""
 	if push {
+		// Each push's pack is bounded by receive.maxInputSize; this bounds
+		// what pushes add up to.
+		if size, err := dirSize(dir); err == nil && size > s.cfg.MaxRepoBytes {
+			return pandastack.Errorf(pandastack.ETooLarge, "app %s's git repository holds %d MiB, over the limit of %d MiB: it takes no more pushes (delete and re-create the app to start over)",
+				a.Name, size>>20, s.cfg.MaxRepoBytes>>20)
+		}
+		if r.ContentLength > s.cfg.MaxRepoBytes+gitBodySlack {
+			return pandastack.Errorf(pandastack.ETooLarge, "the push is %d MiB, over the repository limit of %d MiB", r.ContentLength>>20, s.cfg.MaxRepoBytes>>20)
+		}
 		before = s.head(ctx, dir, a.Branch)
 		depID = pandastack.NewID("dep_")
-		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxRepoBytes)
+		// git's receive.maxInputSize refuses a pack over the limit with
+		// the reason; this only stops a body that is not git's.
+		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxRepoBytes+gitBodySlack)
 	}
 	// git http-backend finds the repository from PATH_INFO under
 	// GIT_PROJECT_ROOT: the app's id, never the name from the URL.
 	req := r.Clone(ctx)
 	req.URL.Path = "/" + a.ID + ".git/" + service
+	// CGI passes every header on as HTTP_*: not the key.
+	req.Header.Del("Authorization")
+	req.Header.Del("X-API-Key")
 	var stderr bytes.Buffer
 	h := &cgi.Handler{
-		Path: gitPath(), Args: []string{"http-backend"}, Dir: s.cfg.RepoDir,
+		Path: timeoutPath(), Args: []string{"--kill-after=10s", strconv.Itoa(int(gitTimeout / time.Second)), gitPath(), "http-backend"},
+		Dir: s.cfg.RepoDir,
 		Env: append(s.gitEnv(), "GIT_PROJECT_ROOT="+s.cfg.RepoDir, "GIT_HTTP_EXPORT_ALL=1",
 			"REMOTE_USER="+teamID, "PANDASTACK_APP="+a.Name, "PANDASTACK_BRANCH="+a.Branch, "PANDASTACK_DEPLOY="+depID),
 		InheritEnv: []string{"PATH"},
@@ -218,6 +242,14 @@ func gitPath() string {
 		return p
 	}
 	return "git"
+}
+
+// timeoutPath is coreutils' timeout.
+func timeoutPath() string {
+	if p, err := exec.LookPath("timeout"); err == nil {
+		return p
+	}
+	return "/usr/bin/timeout"
 }
 
 // removeRepo deletes the app's repository.

@@ -2,6 +2,7 @@ package apps_test
 
 import (
 	"context"
+	"crypto/rand"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -49,18 +50,8 @@ func TestGitRemotePushDeploysTheAppBranch(t *testing.T) {
 		t.Skip("git is not installed")
 	}
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, ":memory:")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	box, err := secrets.New(make([]byte, 32))
-	if err != nil {
-		t.Fatal(err)
-	}
 	work := t.TempDir()
-	svc := apps.New(apps.Config{Store: st, Routes: router.NewTable(), Machines: noMachines{}, Secrets: box, WorkDir: filepath.Join(work, "apps")})
-	defer svc.Close()
+	svc, remote := newGitRemote(t, work, 0)
 	a, err := svc.Create(ctx, "team_a", apps.CreateParams{Name: "web"})
 	if err != nil {
 		t.Fatalf("create an app with no git_url: %v", err)
@@ -71,35 +62,9 @@ func TestGitRemotePushDeploysTheAppBranch(t *testing.T) {
 	if _, err := svc.Deploy(ctx, "team_a", "web", ""); pandastack.ErrorCode(err) != pandastack.EConflict {
 		t.Fatalf("deploy before any push: %v, want conflict", err)
 	}
-	// The API authenticates; here the team is the basic-auth user.
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		team, _, _ := r.BasicAuth()
-		if team == "" {
-			w.Header().Set("WWW-Authenticate", `Basic realm="t"`)
-			http.Error(w, "who", http.StatusUnauthorized)
-			return
-		}
-		rest := strings.TrimPrefix(r.URL.Path, "/git/")
-		repo, service, _ := strings.Cut(rest, "/")
-		if err := svc.ServeGit(w, r, team, strings.TrimSuffix(repo, ".git"), service); err != nil {
-			http.Error(w, err.Error(), http.StatusNotFound)
-		}
-	}))
-	defer srv.Close()
-	remote := strings.Replace(srv.URL, "http://", "http://team_a:x@", 1) + "/git/web.git"
+	remote += "/git/web.git"
 
-	src := filepath.Join(work, "src")
-	if out, err := gitCmd(t, work, "init", "--quiet", "--initial-branch=main", src); err != nil {
-		t.Fatal(out)
-	}
-	os.WriteFile(filepath.Join(src, "index.html"), []byte("<h1>pushed</h1>"), 0o644)
-	for _, args := range [][]string{{"add", "-A"}, {"commit", "--quiet", "-m", "one"}} {
-		if out, err := gitCmd(t, src, args...); err != nil {
-			t.Fatal(out)
-		}
-	}
-	commit, _ := gitCmd(t, src, "rev-parse", "HEAD")
-	commit = strings.TrimSpace(commit)
+	src, commit := newWorkingCopy(t, work, []byte("<h1>pushed</h1>"))
 
 	out, err := gitCmd(t, src, "push", remote, "main")
 	if err != nil {
@@ -153,5 +118,87 @@ func TestGitRemotePushDeploysTheAppBranch(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(filepath.Join(work, "apps", "repos", "*")); len(left) != 0 {
 		t.Errorf("delete left %v", left)
+	}
+}
+
+// newGitRemote is an apps.Service with no machines whose git remotes an
+// HTTP server serves (the basic-auth user is the team: the API's
+// authentication is not under test here); it returns the server's URL
+// with team_a's credentials.
+func newGitRemote(t *testing.T, work string, maxRepoBytes int64) (*apps.Service, string) {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	st, err := sqlite.Open(context.Background(), ":memory:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	box, err := secrets.New(make([]byte, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := apps.New(apps.Config{Store: st, Routes: router.NewTable(), Machines: noMachines{}, Secrets: box,
+		WorkDir: filepath.Join(work, "apps"), MaxRepoBytes: maxRepoBytes})
+	t.Cleanup(svc.Close)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		team, _, _ := r.BasicAuth()
+		if team == "" {
+			w.Header().Set("WWW-Authenticate", `Basic realm="t"`)
+			http.Error(w, "who", http.StatusUnauthorized)
+			return
+		}
+		rest := strings.TrimPrefix(r.URL.Path, "/git/")
+		repo, service, _ := strings.Cut(rest, "/")
+		if err := svc.ServeGit(w, r, team, strings.TrimSuffix(repo, ".git"), service); err != nil {
+			http.Error(w, err.Error(), http.StatusNotFound)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return svc, strings.Replace(srv.URL, "http://", "http://team_a:x@", 1)
+}
+
+// newWorkingCopy is a repository under work with one commit of
+// index.html; it returns its path and the commit.
+func newWorkingCopy(t *testing.T, work string, index []byte) (string, string) {
+	t.Helper()
+	src := filepath.Join(work, "src")
+	if out, err := gitCmd(t, work, "init", "--quiet", "--initial-branch=main", src); err != nil {
+		t.Fatal(out)
+	}
+	if err := os.WriteFile(filepath.Join(src, "index.html"), index, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"add", "-A"}, {"commit", "--quiet", "-m", "one"}} {
+		if out, err := gitCmd(t, src, args...); err != nil {
+			t.Fatal(out)
+		}
+	}
+	commit, _ := gitCmd(t, src, "rev-parse", "HEAD")
+	return src, strings.TrimSpace(commit)
+}
+
+// A push whose pack is over the repository size limit is refused: no
+// ref moves and nothing deploys.
+func TestGitRemoteRefusesAPushOverTheLimit(t *testing.T) {
+	ctx := context.Background()
+	work := t.TempDir()
+	svc, remote := newGitRemote(t, work, 64<<10)
+	if _, err := svc.Create(ctx, "team_a", apps.CreateParams{Name: "big"}); err != nil {
+		t.Fatal(err)
+	}
+	noise := make([]byte, 256<<10)
+	_, _ = rand.Read(noise) // incompressible
+	src, _ := newWorkingCopy(t, work, noise)
+	out, err := gitCmd(t, src, "push", remote+"/git/big.git", "main")
+	if err == nil {
+		t.Fatalf("a 256 KiB push to a 64 KiB repository was accepted:\n%s", out)
+	}
+	if got, _ := gitCmd(t, work, "ls-remote", remote+"/git/big.git"); strings.Contains(got, "refs/heads/main") {
+		t.Errorf("the refused push moved a ref:\n%s", got)
+	}
+	if ds, _ := svc.ListDeploys(ctx, "team_a", "big"); len(ds) != 0 {
+		t.Errorf("the refused push queued %d deploys", len(ds))
 	}
 }
