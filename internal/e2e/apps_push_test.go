@@ -45,7 +45,7 @@ func gitPush(dir, remote, branch string) (string, error) {
 // remoteWithKey is the app's git remote on the shared server with key as
 // the basic-auth password.
 func remoteWithKey(a *sdk.App, key string) string {
-	return strings.Replace(main.url, "http://", "http://git:"+key+"@", 1) + a.GitRemote
+	return strings.Replace(main.url, "http://", "http://pandastack:"+key+"@", 1) + a.GitRemote
 }
 
 var pushedDeployRE = regexp.MustCompile(`remote: pandastack: deploy (dep_[0-9a-z]+) of main queued`)
@@ -58,13 +58,20 @@ var pushedDeployRE = regexp.MustCompile(`remote: pandastack: deploy (dep_[0-9a-z
 // intact (its request counter goes on), and the release runs again.
 func testGitPushAndScaleToZero(t *testing.T, c *sdk.Client, key, otherKey string) {
 	ctx := context.Background()
-	a, err := c.CreateApp(ctx, sdk.CreateAppParams{Name: "pushed", HealthPath: "/health", HealthTimeoutSeconds: 30, AutoHibernateSeconds: 3})
-	if err != nil {
-		t.Fatalf("create an app with no git_url: %v", err)
+	// The CLI: an app with no git URL, and its remote with the key.
+	if out, errOut, code := cli(t, key, "", "app", "create", "--health-path", "/health", "--health-timeout", "30",
+		"--auto-hibernate", "3", "pushed"); code != 0 {
+		t.Fatalf("app create with no git URL: %d %s %s", code, out, errOut)
 	}
 	t.Cleanup(func() { _ = c.DeleteApp(context.Background(), "pushed") })
-	if a.GitRemote != "/git/pushed.git" {
-		t.Fatalf("git_remote %q, want /git/pushed.git", a.GitRemote)
+	a, err := c.GetApp(ctx, "pushed")
+	if err != nil || a.GitRemote != "/git/pushed.git" || a.GitURL != "" {
+		t.Fatalf("app: %+v %v, want git_remote /git/pushed.git", a, err)
+	}
+	out, errOut, code := cli(t, key, "", "app", "remote", "pushed")
+	remote := strings.TrimSpace(out)
+	if code != 0 || remote != remoteWithKey(a, key) {
+		t.Fatalf("app remote: %d %q %s, want %q", code, remote, errOut, remoteWithKey(a, key))
 	}
 	work := t.TempDir()
 	git(t, work, "init", "--quiet", "--initial-branch=main", ".")
@@ -88,7 +95,7 @@ func testGitPushAndScaleToZero(t *testing.T, c *sdk.Client, key, otherKey string
 		}
 	})
 
-	out, err := gitPush(work, remoteWithKey(a, key), "main")
+	out, err = gitPush(work, remote, "main")
 	if err != nil {
 		t.Fatalf("git push: %v\n%s", err, out)
 	}

@@ -213,6 +213,7 @@ func TestApps(t *testing.T) {
 		t.FailNow()
 	}
 
+	var dropped *sdk.SnapshotInfo // the second deploy's, dropped by the third
 	t.Run("a second deploy switches with no failed request", func(t *testing.T) {
 		gs.push("static", "main", map[string]string{"index.html": "<h1>static v2</h1>\n"})
 		var ok, failed, sawV2 atomic.Int64
@@ -242,6 +243,7 @@ func TestApps(t *testing.T) {
 			}
 		}()
 		second := deployAndWait(t, c, "web", "")
+		dropped = appSnapshots(t, c, "web")["app-web-"+second.ID]
 		// Keep the load on past the switch and the old release's drain.
 		for deadline := time.Now().Add(2 * time.Minute); sawV2.Load() < 50 && time.Now().Before(deadline); {
 			time.Sleep(100 * time.Millisecond)
@@ -423,6 +425,27 @@ http.server.ThreadingHTTPServer(("", int(os.environ["PORT"])), H).serve_forever(
 		wantServes(t, "web", "static v2")
 	})
 
+	t.Run("old releases go with their snapshots; the disk returns", func(t *testing.T) {
+		// Releases so far: v1 (live again after the rollback), v2, and the
+		// webhook's. Kept: the live one and the one live before it (v1).
+		snaps := appSnapshots(t, c, "web")
+		if len(snaps) != 2 || snaps["app-web-"+first.ID] == nil {
+			t.Fatalf("snapshots of web: %v, want 2: the live release's and the first deploy's", snapNames(snaps))
+		}
+		for _, sn := range snaps {
+			if _, err := os.Stat(filepath.Join(main.dataDir, "cow", "snapshots", sn.ID)); err != nil {
+				t.Fatalf("kept snapshot %s has no files: %v", sn.Name, err)
+			}
+		}
+		if dropped == nil {
+			t.Fatal("the second deploy's snapshot was not seen")
+		}
+		if _, err := os.Stat(filepath.Join(main.dataDir, "cow", "snapshots", dropped.ID)); !os.IsNotExist(err) {
+			t.Fatalf("the dropped release's snapshot %s is still on disk: %v", dropped.Name, err)
+		}
+		t.Logf("dropped release snapshot %s (%d MiB apparent size) is gone from the disk", dropped.Name, dropped.SizeBytes>>20)
+	})
+
 	t.Run("git push to the app's own remote deploys; idle, it scales to zero", func(t *testing.T) {
 		testGitPushAndScaleToZero(t, c, newKey(t, "team-apps"), newKey(t, "team-apps-other"))
 	})
@@ -471,4 +494,28 @@ func mustList(t *testing.T, c *sdk.Client) []*sdk.Sandbox {
 		t.Fatal(err)
 	}
 	return sbs
+}
+
+// appSnapshots is app's release snapshots by name.
+func appSnapshots(t *testing.T, c *sdk.Client, app string) map[string]*sdk.SnapshotInfo {
+	t.Helper()
+	sns, err := c.ListSnapshots(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*sdk.SnapshotInfo{}
+	for i := range sns {
+		if strings.HasPrefix(sns[i].Name, "app-"+app+"-") {
+			out[sns[i].Name] = &sns[i]
+		}
+	}
+	return out
+}
+
+func snapNames(m map[string]*sdk.SnapshotInfo) []string {
+	var out []string
+	for n := range m {
+		out = append(out, n)
+	}
+	return out
 }
