@@ -153,13 +153,15 @@ func New(cfg Config) *Service {
 }
 
 // Start registers the route of every app in the store, pointed at its
-// live release (the service machines are re-attached by the engine), and
-// marks deploys a previous run left unfinished as failed.
+// live release (the service machines are re-attached by the engine),
+// marks deploys a previous run left unfinished as failed, and sweeps
+// what such deploys and deleted apps left on disk.
 func (s *Service) Start(ctx context.Context) error {
 	all, err := s.cfg.Store.ListApps(ctx, "")
 	if err != nil {
 		return fmt.Errorf("list apps: %w", err)
 	}
+	s.sweep(all)
 	for _, a := range all {
 		b := s.register(a)
 		if b == nil {
