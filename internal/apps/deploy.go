@@ -309,7 +309,7 @@ func (s *Service) promote(ctx context.Context, appID string, d *Deploy, rel Rele
 // newer deploy made another release the previous one (and prune dropped
 // this one). At most one release per app is kept warm, for a bounded
 // time; the team's quotas count it either way (hibernated machines
-// count too). When the server stops, it hibernates at once.
+// count too).
 func (s *Service) keepWarm(b *backend, machine string, gen uint64) {
 	s.wg.Add(1)
 	go func() {
@@ -317,6 +317,9 @@ func (s *Service) keepWarm(b *backend, machine string, gen uint64) {
 		select {
 		case <-time.After(s.cfg.Drain + s.cfg.RollbackWindow):
 		case <-s.ctx.Done():
+			// The server stops; the machine outlives it (a service
+			// machine) and Start gives it a new window.
+			return
 		}
 		if b.gen.Load() != gen {
 			return

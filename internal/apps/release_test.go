@@ -121,9 +121,23 @@ func TestKeepWarmHibernatesAfterTheWindowUnlessSwitched(t *testing.T) {
 	s2.keepWarm(b, "sbx_v2", gen)
 	gen = b.set("sbx_v2", 8080) // rollback
 	s2.keepWarm(b, "sbx_v3", gen)
-	s2.Close() // the server stops: what is still kept warm hibernates now
-	s.Close()
+	for len(eng2.hibernatedNow()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(60 * time.Millisecond) // past sbx_v2's window too
 	if got := eng2.hibernatedNow(); !slices.Equal(got, []string{"sbx_v3"}) {
 		t.Fatalf("hibernated %v, want only sbx_v3 (sbx_v2 is live again)", got)
+	}
+
+	// The server stops inside the window: the release is left running (a
+	// service machine outlives the server; Start gives it a new window).
+	eng3 := &recordingEngine{}
+	s3 := New(Config{Engine: eng3, Routes: router.NewTable(), Drain: time.Millisecond, RollbackWindow: time.Hour})
+	s3.keepWarm(b, "sbx_v2", b.set("sbx_v4", 8080))
+	s3.Close()
+	s2.Close()
+	s.Close()
+	if got := eng3.hibernatedNow(); len(got) != 0 {
+		t.Fatalf("hibernated %v when the server stopped", got)
 	}
 }
