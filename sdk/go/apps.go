@@ -10,27 +10,24 @@ import (
 
 // App is a git repository served at NAME.apps.DOMAIN.
 type App struct {
-	ID                   string   `json:"id"`
-	TeamID               string   `json:"team_id"`
-	Name                 string   `json:"name"`
-	GitURL               string   `json:"git_url"`
-	Branch               string   `json:"branch"`
-	EnvKeys              []string `json:"env_keys"`
-	BuildCommand         string   `json:"build_command,omitempty"`
-	StartCommand         string   `json:"start_command,omitempty"`
-	Port                 int      `json:"port,omitempty"`
-	HealthPath           string   `json:"health_path"`
-	HealthTimeoutSeconds int      `json:"health_timeout_seconds"`
-	AutoHibernateSeconds int      `json:"auto_hibernate_seconds"`
-	LiveDeployID         string   `json:"live_deploy_id"`
-	URL                  string   `json:"url"`
-	WebhookURL           string   `json:"webhook_url"`
-	// GitRemote is the path, under the server's base URL, of the app's
-	// own git remote: `git push` there (the API key as the password)
-	// deploys the app's branch.
-	GitRemote     string    `json:"git_remote"`
-	WebhookSecret string    `json:"webhook_secret,omitempty"` // in CreateApp's answer only
-	CreatedAt     time.Time `json:"created_at"`
+	ID                   string    `json:"id"`
+	TeamID               string    `json:"team_id"`
+	Name                 string    `json:"name"`
+	GitURL               string    `json:"git_url"`
+	Branch               string    `json:"branch"`
+	EnvKeys              []string  `json:"env_keys"`
+	BuildCommand         string    `json:"build_command,omitempty"`
+	StartCommand         string    `json:"start_command,omitempty"`
+	Port                 int       `json:"port,omitempty"`
+	HealthPath           string    `json:"health_path"`
+	HealthTimeoutSeconds int       `json:"health_timeout_seconds"`
+	AutoHibernateSeconds int       `json:"auto_hibernate_seconds"`
+	LiveDeployID         string    `json:"live_deploy_id"`
+	URL                  string    `json:"url"`
+	WebhookURL           string    `json:"webhook_url"`
+	GitRemote            string    `json:"git_remote"`               // path of the app's git remote under the base URL: a push there deploys (the API key as the password)
+	WebhookSecret        string    `json:"webhook_secret,omitempty"` // in CreateApp's answer only
+	CreatedAt            time.Time `json:"created_at"`
 }
 
 // CreateAppParams creates an app. Name is required; GitURL is the
