@@ -264,26 +264,29 @@ func (s *Service) release(ctx context.Context, a App, d *Deploy, env map[string]
 		drop()
 		return fmt.Errorf("record release: %w", err)
 	}
-	return s.promote(ctx, a.ID, d, rel, l)
+	_, err = s.promote(ctx, a.ID, d, rel, l)
+	return err
 }
 
 // promote switches the app's route to rel (atomically), makes d live and
 // the previous live deploy superseded; the previous release drains and is
 // kept warm for rollback (keepWarm), and releases beyond KeepReleases go.
-func (s *Service) promote(ctx context.Context, appID string, d *Deploy, rel Release, l *deployLog) error {
+// It returns when the route switched.
+func (s *Service) promote(ctx context.Context, appID string, d *Deploy, rel Release, l *deployLog) (time.Time, error) {
 	ctx = context.WithoutCancel(ctx)
 	a, err := s.cfg.Store.GetAppByID(ctx, appID)
 	if err != nil {
-		return fmt.Errorf("the app went away: %w", err)
+		return time.Time{}, fmt.Errorf("the app went away: %w", err)
 	}
 	b := s.backendOf(a.ID)
 	if b == nil {
-		return fmt.Errorf("the app %s has no route", a.Name)
+		return time.Time{}, fmt.Errorf("the app %s has no route", a.Name)
 	}
 	prevMachine := b.current()
 	gen := b.set(rel.MachineID, rel.Port)
+	switched := time.Now()
 	if err := s.cfg.Store.SetLiveDeploy(ctx, a.ID, d.ID); err != nil {
-		return err
+		return switched, err
 	}
 	d.Status, d.Error = StatusLive, ""
 	l.printf("live: %s now serves %s", rel.MachineID, s.host(a.Name))
@@ -298,7 +301,7 @@ func (s *Service) promote(ctx context.Context, appID string, d *Deploy, rel Rele
 	if prevMachine != "" && prevMachine != rel.MachineID {
 		s.keepWarm(b, prevMachine, gen)
 	}
-	return s.prune(ctx, a.ID, d.ID, a.LiveDeployID)
+	return switched, s.prune(ctx, a.ID, d.ID, a.LiveDeployID)
 }
 
 // keepWarm lets the release that was just replaced finish the requests it

@@ -284,6 +284,7 @@ func TestApps(t *testing.T) {
 		wantServes(t, "web", "static v1")
 		t.Logf("rollback to the warm previous release: answered after %s, serving after %s",
 			answered.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+		t.Logf("server: %s", strings.Join(main.logLines("rolled back"), "\n"))
 		if d.ID != first.ID || d.Status != sdk.DeployLive {
 			t.Fatalf("rollback made %+v live, want %s", d, first.ID)
 		}
