@@ -159,7 +159,7 @@ func testGitPushAndScaleToZero(t *testing.T, c *sdk.Client, key, otherKey string
 		wantServes(t, "pushed", "pushed v1 count 3")
 		t.Logf("rollback to the hibernated previous release: answered after %s, serving after %s",
 			answered.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
-		t.Logf("server: %s", strings.Join(main.logLines("sandbox woken"), "\n"))
+		t.Logf("server: %s", strings.Join(append(main.logLines("sandbox woken"), main.logLines("rolled back")...), "\n"))
 	})
 	t.Run("a push to another branch deploys nothing", func(t *testing.T) {
 		out, err := gitPush(work, remoteWithKey(a, key), "main:parked")
