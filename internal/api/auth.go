@@ -53,6 +53,11 @@ func (s *Server) authenticate(r *http.Request) (*principal, error) {
 		}
 		return nil, errMissingKey
 	}
+	return s.principalFor(r, secret)
+}
+
+// principalFor finds the key secret and its team.
+func (s *Server) principalFor(r *http.Request, secret string) (*principal, error) {
 	if !auth.LooksLikeKey(secret) {
 		return nil, errInvalidKey
 	}

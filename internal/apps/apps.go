@@ -31,6 +31,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -49,8 +50,10 @@ const (
 	DefaultBuildTimeout  = 20 * time.Minute
 	DefaultHealthTimeout = 60 * time.Second
 	DefaultDrain         = 5 * time.Second
-	DefaultMaxRepoBytes  = 256 << 20
-	DefaultDomain        = "localhost"
+	// DefaultRollbackWindow: see Config.RollbackWindow.
+	DefaultRollbackWindow = 5 * time.Minute
+	DefaultMaxRepoBytes   = 256 << 20
+	DefaultDomain         = "localhost"
 	// KeepReleases is how many releases an app keeps: the live one and
 	// the previous one, hibernated, for rollback.
 	KeepReleases = 2
@@ -77,13 +80,19 @@ type Config struct {
 	// Template builds run in (default base).
 	Template string
 	// WorkDir holds clones while a deploy runs.
-	WorkDir       string
+	WorkDir string
+	// RepoDir holds the apps' git remotes (default WorkDir/repos).
+	RepoDir       string
 	BuildTimeout  time.Duration
 	HealthTimeout time.Duration
 	// Drain is how long the previous release keeps serving requests it
 	// already has before it hibernates.
-	Drain        time.Duration
-	MaxRepoBytes int64
+	Drain time.Duration
+	// RollbackWindow is how long, past the drain, the previous release
+	// keeps running for a fast rollback before it hibernates (default
+	// DefaultRollbackWindow; below 0: hibernate right after the drain).
+	RollbackWindow time.Duration
+	MaxRepoBytes   int64
 	// Git keeps clones off the server's own networks (see GitGuard).
 	Git    GitGuard
 	Logger *slog.Logger
@@ -125,8 +134,17 @@ func New(cfg Config) *Service {
 	if cfg.Drain <= 0 {
 		cfg.Drain = DefaultDrain
 	}
+	switch {
+	case cfg.RollbackWindow == 0:
+		cfg.RollbackWindow = DefaultRollbackWindow
+	case cfg.RollbackWindow < 0:
+		cfg.RollbackWindow = 0
+	}
 	if cfg.MaxRepoBytes <= 0 {
 		cfg.MaxRepoBytes = DefaultMaxRepoBytes
+	}
+	if cfg.RepoDir == "" && cfg.WorkDir != "" {
+		cfg.RepoDir = filepath.Join(cfg.WorkDir, "repos")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Service{cfg: cfg, log: cfg.Logger.With("component", "apps"), ctx: ctx, cancel: cancel,
@@ -135,13 +153,15 @@ func New(cfg Config) *Service {
 }
 
 // Start registers the route of every app in the store, pointed at its
-// live release (the service machines are re-attached by the engine), and
-// marks deploys a previous run left unfinished as failed.
+// live release (the service machines are re-attached by the engine),
+// marks deploys a previous run left unfinished as failed, and sweeps
+// what such deploys and deleted apps left on disk.
 func (s *Service) Start(ctx context.Context) error {
 	all, err := s.cfg.Store.ListApps(ctx, "")
 	if err != nil {
 		return fmt.Errorf("list apps: %w", err)
 	}
+	s.sweep(all)
 	for _, a := range all {
 		b := s.register(a)
 		if b == nil {
@@ -149,7 +169,16 @@ func (s *Service) Start(ctx context.Context) error {
 			continue
 		}
 		if rel, ok := s.liveRelease(ctx, a); ok {
-			b.set(rel.MachineID, rel.Port)
+			gen := b.set(rel.MachineID, rel.Port)
+			// A previous release the last run kept warm hibernates after
+			// its window (one already hibernated stays so).
+			if rels, err := s.cfg.Store.ListReleases(ctx, a.ID); err == nil {
+				for _, r := range rels {
+					if r.DeployID != a.LiveDeployID && s.cfg.Engine != nil {
+						s.keepWarm(b, r.MachineID, gen)
+					}
+				}
+			}
 		}
 		ds, err := s.cfg.Store.ListDeploys(ctx, a.ID)
 		if err != nil {
@@ -212,11 +241,9 @@ func (p *CreateParams) check() error {
 	switch {
 	case !nameRE.MatchString(p.Name) || strings.Contains(p.Name, "--"):
 		return invalid("name must be 1-40 lower-case letters, digits and single hyphens, starting and ending with a letter or digit (it is the app's host name), got %q", p.Name)
-	case p.GitURL == "":
-		return invalid("git_url is required")
 	case strings.HasPrefix(p.GitURL, "-") || strings.ContainsAny(p.GitURL, "\n\r\x00"):
 		return invalid("git_url %q is not a repository address", p.GitURL)
-	case isLocal(p.GitURL) && !p.AllowLocal:
+	case p.GitURL != "" && isLocal(p.GitURL) && !p.AllowLocal:
 		return pandastack.Errorf(pandastack.EForbidden, "git_url %q is a path on the server: only admin keys may deploy from one (use an https, git or ssh address)", p.GitURL)
 	case p.Port < 0 || p.Port > 65535:
 		return invalid("port must be between 1 and 65535, got %d", p.Port)
@@ -265,7 +292,7 @@ func (s *Service) Create(ctx context.Context, teamID string, p CreateParams) (Ap
 	if err := p.check(); err != nil {
 		return App{}, err
 	}
-	if !isLocal(p.GitURL) {
+	if p.GitURL != "" && !isLocal(p.GitURL) {
 		// Refused now when it points at the server's own networks; a name
 		// that does not resolve yet fails its deploy instead, with the
 		// reason.
@@ -307,6 +334,7 @@ func (s *Service) Create(ctx context.Context, teamID string, p CreateParams) (Ap
 func (s *Service) present(a App) App {
 	a.URL = "http://" + s.host(a.Name) + s.cfg.URLPort
 	a.WebhookURL = "/v1/apps/" + a.ID + "/hooks/github"
+	a.GitRemote = GitRemotePath(a.Name)
 	a.EnvKeys = []string{}
 	for k := range a.Env {
 		a.EnvKeys = append(a.EnvKeys, k)
@@ -389,6 +417,9 @@ func (s *Service) Delete(ctx context.Context, teamID, name string) error {
 		if err := s.dropRelease(ctx, r); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if err := s.removeRepo(a); err != nil {
+		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("delete app %s: %w", a.Name, errs[0])

@@ -42,6 +42,10 @@ func TestCreateParamsCheck(t *testing.T) {
 	if p := (CreateParams{Name: "web", GitURL: "/srv/repo", AllowLocal: true}); p.check() != nil {
 		t.Errorf("an admin's path refused: %v", p.check())
 	}
+	// No git_url: an app deployed by pushing to its git remote.
+	if p := (CreateParams{Name: "web"}); p.check() != nil {
+		t.Errorf("an app with no git_url refused: %v", p.check())
+	}
 	if err := ok.check(); err != nil || ok.Branch != "main" || ok.HealthPath != "/" {
 		t.Fatalf("good params: %v %+v", err, ok)
 	}
@@ -52,7 +56,6 @@ func TestCreateParamsCheck(t *testing.T) {
 		{"upper case", CreateParams{Name: "Web", GitURL: "x"}},
 		{"double hyphen", CreateParams{Name: "pr-1--web", GitURL: "x"}},
 		{"dot", CreateParams{Name: "a.b", GitURL: "x"}},
-		{"no url", CreateParams{Name: "web"}},
 		{"option as url", CreateParams{Name: "web", GitURL: "--upload-pack=touch /tmp/x"}},
 		{"option as branch", CreateParams{Name: "web", GitURL: "x", Branch: "-b"}},
 		{"branch with ..", CreateParams{Name: "web", GitURL: "x", Branch: "a..b"}},

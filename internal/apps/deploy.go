@@ -35,6 +35,21 @@ func (s *Service) Deploy(ctx context.Context, teamID, name, ref string) (Deploy,
 }
 
 func (s *Service) startDeploy(ctx context.Context, a App, ref, delivery string) (Deploy, error) {
+	return s.startDeployAs(ctx, a, ref, delivery, "")
+}
+
+// startDeployAs queues a deploy with id ("" for a new one). An app with no
+// git_url deploys from its git remote.
+func (s *Service) startDeployAs(ctx context.Context, a App, ref, delivery, id string) (Deploy, error) {
+	if a.GitURL == "" || id != "" {
+		if !s.hasRepo(a) {
+			return Deploy{}, pandastack.Errorf(pandastack.EConflict, "app %s has no git_url and nothing was pushed to its git remote yet (git push %s)", a.Name, GitRemotePath(a.Name))
+		}
+		a.source = s.repoDir(a)
+	}
+	if id == "" {
+		id = pandastack.NewID("dep_")
+	}
 	if ref == "" {
 		ref = a.Branch
 	}
@@ -46,9 +61,9 @@ func (s *Service) startDeploy(ctx context.Context, a App, ref, delivery string) 
 		return Deploy{}, err
 	}
 	t := now()
-	d := Deploy{ID: pandastack.NewID("dep_"), AppID: a.ID, Status: StatusQueued, Ref: ref, DeliveryID: delivery, CreatedAt: t, UpdatedAt: t}
+	d := Deploy{ID: id, AppID: a.ID, Status: StatusQueued, Ref: ref, DeliveryID: delivery, CreatedAt: t, UpdatedAt: t}
 	l := newDeployLog(env)
-	l.printf("deploy %s of %s (%s) queued", d.ID, a.GitURL, ref)
+	l.printf("deploy %s of %s (%s) queued", d.ID, a.sourceName(), ref)
 	d.Log = l.String()
 	if err := s.cfg.Store.PutDeploy(ctx, d); err != nil {
 		return Deploy{}, err
@@ -119,8 +134,16 @@ func (s *Service) release(ctx context.Context, a App, d *Deploy, env map[string]
 	}
 	defer os.RemoveAll(work)
 	src := filepath.Join(work, "src")
-	l.printf("cloning %s (%s)", a.GitURL, d.Ref)
-	if d.Commit, err = clone(ctx, a.GitURL, d.Ref, src, s.cfg.MaxRepoBytes, &s.cfg.Git, l); err != nil {
+	l.printf("cloning %s (%s)", a.sourceName(), d.Ref)
+	url := a.GitURL
+	if a.source != "" {
+		url = a.source
+	}
+	if d.Commit, err = clone(ctx, url, d.Ref, src, s.cfg.MaxRepoBytes, &s.cfg.Git, l); err != nil {
+		if a.source != "" {
+			// The remote's place on the server's disk is not the user's business.
+			return errors.New(strings.ReplaceAll(err.Error(), a.source, a.sourceName()))
+		}
 		return err
 	}
 	plan, err := detect.Dir(src)
@@ -241,26 +264,29 @@ func (s *Service) release(ctx context.Context, a App, d *Deploy, env map[string]
 		drop()
 		return fmt.Errorf("record release: %w", err)
 	}
-	return s.promote(ctx, a.ID, d, rel, l)
+	_, err = s.promote(ctx, a.ID, d, rel, l)
+	return err
 }
 
 // promote switches the app's route to rel (atomically), makes d live and
-// the previous live deploy superseded; the previous release drains, then
-// hibernates (kept for rollback), and releases beyond KeepReleases go.
-func (s *Service) promote(ctx context.Context, appID string, d *Deploy, rel Release, l *deployLog) error {
+// the previous live deploy superseded; the previous release drains and is
+// kept warm for rollback (keepWarm), and releases beyond KeepReleases go.
+// It returns when the route switched.
+func (s *Service) promote(ctx context.Context, appID string, d *Deploy, rel Release, l *deployLog) (time.Time, error) {
 	ctx = context.WithoutCancel(ctx)
 	a, err := s.cfg.Store.GetAppByID(ctx, appID)
 	if err != nil {
-		return fmt.Errorf("the app went away: %w", err)
+		return time.Time{}, fmt.Errorf("the app went away: %w", err)
 	}
 	b := s.backendOf(a.ID)
 	if b == nil {
-		return fmt.Errorf("the app %s has no route", a.Name)
+		return time.Time{}, fmt.Errorf("the app %s has no route", a.Name)
 	}
 	prevMachine := b.current()
-	b.set(rel.MachineID, rel.Port)
+	gen := b.set(rel.MachineID, rel.Port)
+	switched := time.Now()
 	if err := s.cfg.Store.SetLiveDeploy(ctx, a.ID, d.ID); err != nil {
-		return err
+		return switched, err
 	}
 	d.Status, d.Error = StatusLive, ""
 	l.printf("live: %s now serves %s", rel.MachineID, s.host(a.Name))
@@ -273,37 +299,61 @@ func (s *Service) promote(ctx context.Context, appID string, d *Deploy, rel Rele
 		}
 	}
 	if prevMachine != "" && prevMachine != rel.MachineID {
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			select {
-			case <-time.After(s.cfg.Drain):
-			case <-s.ctx.Done():
-			}
-			// Unless a rollback made it live again meanwhile.
-			if b.current() != prevMachine {
-				if _, err := s.cfg.Engine.Hibernate(context.Background(), prevMachine); err != nil {
-					s.log.Warn("hibernate previous release", "machine", prevMachine, "err", err)
-				}
-			}
-		}()
+		s.keepWarm(b, prevMachine, gen)
 	}
-	return s.prune(ctx, a.ID, d.ID)
+	return switched, s.prune(ctx, a.ID, d.ID, a.LiveDeployID)
 }
 
-// prune drops releases beyond KeepReleases, oldest first, never the live
-// one.
-func (s *Service) prune(ctx context.Context, appID, liveDeploy string) error {
+// keepWarm lets the release that was just replaced finish the requests it
+// has (Drain) and keeps it running for a fast rollback (RollbackWindow):
+// a rollback then needs no wake, only a health check and the switch.
+// Then it hibernates — kept for a slower rollback, its memory on disk —
+// unless the app switched since: a rollback made it live again, or a
+// newer deploy made another release the previous one (and prune dropped
+// this one). At most one release per app is kept warm, for a bounded
+// time; the team's quotas count it either way (hibernated machines
+// count too).
+func (s *Service) keepWarm(b *backend, machine string, gen uint64) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		select {
+		case <-time.After(s.cfg.Drain + s.cfg.RollbackWindow):
+		case <-s.ctx.Done():
+			// The server stops; the machine outlives it (a service
+			// machine) and Start gives it a new window.
+			return
+		}
+		if b.gen.Load() != gen {
+			return
+		}
+		if _, err := s.cfg.Engine.Hibernate(context.Background(), machine); err != nil && pandastack.ErrorCode(err) != pandastack.ENotFound {
+			s.log.Debug("hibernate previous release", "machine", machine, "err", err)
+		}
+	}()
+}
+
+// prune drops an app's releases beyond KeepReleases, oldest first: never
+// the live one nor the one that was live before it (the rollback target).
+func (s *Service) prune(ctx context.Context, appID, liveDeploy, prevDeploy string) error {
 	rels, err := s.cfg.Store.ListReleases(ctx, appID)
 	if err != nil {
 		return nil
 	}
-	kept := 0
+	keep := map[string]bool{liveDeploy: true}
 	for _, r := range rels {
-		if r.DeployID == liveDeploy || kept < KeepReleases-1 {
-			if r.DeployID != liveDeploy {
-				kept++
-			}
+		if r.DeployID == prevDeploy {
+			keep[prevDeploy] = true
+		}
+	}
+	for _, r := range rels {
+		if len(keep) >= KeepReleases {
+			break
+		}
+		keep[r.DeployID] = true
+	}
+	for _, r := range rels {
+		if keep[r.DeployID] {
 			continue
 		}
 		if err := s.dropRelease(ctx, r); err != nil {

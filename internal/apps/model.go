@@ -20,6 +20,8 @@ type App struct {
 	ID     string `json:"id"`
 	TeamID string `json:"team_id"`
 	Name   string `json:"name"`
+	// GitURL is the repository deploys clone; "" for an app deployed
+	// only by pushing to its git remote.
 	GitURL string `json:"git_url"`
 	Branch string `json:"branch"`
 	// Env is given to builds and the running app; values are sealed at
@@ -39,10 +41,17 @@ type App struct {
 	// posts pushes (filled in by the service).
 	URL        string `json:"url"`
 	WebhookURL string `json:"webhook_url"`
+	// GitRemote is the path, under the API's base URL, of the app's own
+	// git remote: a push to the app's branch there deploys it.
+	GitRemote string `json:"git_remote"`
 	// WebhookSecret signs GitHub's pushes; shown when the app is created
 	// only.
 	WebhookSecret string    `json:"webhook_secret,omitempty"`
 	CreatedAt     time.Time `json:"created_at"`
+
+	// source, when set, is what a deploy clones instead of GitURL (the
+	// app's git remote, for a push).
+	source string
 
 	// EnvSealed and SecretSealed are what the store keeps.
 	EnvSealed    string `json:"-"`
@@ -112,4 +121,12 @@ type Store interface {
 	// ListReleases lists an app's releases, newest first.
 	ListReleases(ctx context.Context, appID string) ([]Release, error)
 	DeleteRelease(ctx context.Context, id string) error
+}
+
+// sourceName is what a deploy's log calls the repository it clones.
+func (a App) sourceName() string {
+	if a.source != "" || a.GitURL == "" {
+		return "the app's git remote " + GitRemotePath(a.Name)
+	}
+	return a.GitURL
 }

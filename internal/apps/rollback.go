@@ -3,15 +3,18 @@ package apps
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/pandastack/pandastack"
 )
 
 // Rollback makes a previous release live again: deployID's, or by default
-// the newest release that is not live. Its hibernated machine is woken,
-// health-checked and swapped in atomically; the release it replaces
-// hibernates after draining. It returns the deploy now live.
+// the newest release that is not live. Its machine — running inside the
+// rollback window, else hibernated and woken — is health-checked and
+// swapped in atomically; the release it replaces is kept warm in turn. It
+// returns the deploy now live.
 func (s *Service) Rollback(ctx context.Context, teamID, name, deployID string) (Deploy, error) {
+	t0 := time.Now()
 	a, err := s.cfg.Store.GetApp(ctx, teamID, name)
 	if err != nil {
 		return Deploy{}, err
@@ -47,7 +50,7 @@ func (s *Service) Rollback(ctx context.Context, teamID, name, deployID string) (
 	}
 	l := newDeployLog(nil)
 	l.add(d.Log)
-	l.printf("rollback: waking release %s", target.MachineID)
+	l.printf("rollback: to release %s", target.MachineID)
 	// Any use of the guest wakes a hibernated machine.
 	g, err := s.cfg.Engine.Guest(ctx, target.MachineID)
 	if err == nil {
@@ -56,9 +59,14 @@ func (s *Service) Rollback(ctx context.Context, teamID, name, deployID string) (
 	if err != nil {
 		return Deploy{}, pandastack.Errorf(pandastack.EUnavailable, "roll back to deploy %s: %v", d.ID, err)
 	}
-	if err := s.promote(ctx, a.ID, &d, *target, l); err != nil {
+	switched, err := s.promote(ctx, a.ID, &d, *target, l)
+	if err != nil {
 		return Deploy{}, fmt.Errorf("roll back to deploy %s: %w", d.ID, err)
 	}
+	// From the request to the route switch: what a user waits for the
+	// previous release to serve (the health check and, past the rollback
+	// window, the wake are in it).
+	s.log.Info("rolled back", "app", a.Name, "deploy", d.ID, "machine", target.MachineID, "switch_ms", switched.Sub(t0).Milliseconds())
 	return d, nil
 }
 

@@ -22,9 +22,16 @@ type backend struct {
 	guests router.Guests
 	name   string
 	live   atomic.Pointer[target]
+	// gen counts switches: a release kept warm for rollback hibernates at
+	// the end of its window only if no switch happened since.
+	gen atomic.Uint64
 }
 
-func (b *backend) set(machine string, port int) { b.live.Store(&target{machine: machine, port: port}) }
+// set switches the backend to machine and returns the new generation.
+func (b *backend) set(machine string, port int) uint64 {
+	b.live.Store(&target{machine: machine, port: port})
+	return b.gen.Add(1)
+}
 
 // current is the live machine ("" when none).
 func (b *backend) current() string {

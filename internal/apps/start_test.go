@@ -2,6 +2,8 @@ package apps_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -11,8 +13,9 @@ import (
 	"github.com/pandastack/pandastack/internal/store/sqlite"
 )
 
-// After a restart, Start routes every app's host again and fails the
-// deploys the previous run left unfinished, with the reason.
+// After a restart, Start routes every app's host again, fails the
+// deploys the previous run left unfinished, with the reason, and sweeps
+// the disk of what they and deleted apps left.
 func TestStartRestoresRoutesAndFailsUnfinishedDeploys(t *testing.T) {
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, ":memory:")
@@ -36,8 +39,17 @@ func TestStartRestoresRoutesAndFailsUnfinishedDeploys(t *testing.T) {
 	if err := st.PutDeploy(ctx, d); err != nil {
 		t.Fatal(err)
 	}
+	// On disk: a deploy's work dir and a half-made repository the last
+	// run left, the repository of a deleted app, and app_1's own.
+	work := t.TempDir()
+	left := []string{"deploy-123/src", "repos/app_1.git.new-abc", "repos/app_gone.git"}
+	for _, d := range append(left, "repos/app_1.git") {
+		if err := os.MkdirAll(filepath.Join(work, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
 	routes := router.NewTable()
-	svc := apps.New(apps.Config{Store: st, Routes: routes})
+	svc := apps.New(apps.Config{Store: st, Routes: routes, WorkDir: work})
 	defer svc.Close()
 	if err := svc.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -50,6 +62,14 @@ func TestStartRestoresRoutesAndFailsUnfinishedDeploys(t *testing.T) {
 		if _, err := rt.Backend.Dial(ctx); pandastack.ErrorCode(err) != pandastack.EUnavailable {
 			t.Errorf("%s before any release: %v, want unavailable", host, err)
 		}
+	}
+	for _, d := range left {
+		if _, err := os.Stat(filepath.Join(work, d)); !os.IsNotExist(err) {
+			t.Errorf("%s was left after Start: %v", d, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(work, "repos", "app_1.git")); err != nil {
+		t.Errorf("Start removed a live app's repository: %v", err)
 	}
 	got, err := st.GetDeploy(ctx, "app_1", "dep_1")
 	if err != nil {

@@ -15,13 +15,14 @@ func appCommands() []command {
 		{"status", "show an app and its deploys", runAppStatus},
 		{"logs", "print a deploy's log (default the newest deploy)", runAppLogs},
 		{"rollback", "serve the previous release again", runAppRollback},
+		{"remote", "print the app's git remote URL (git push there deploys)", runAppRemote},
 		{"ls", "list apps", runAppList},
 		{"rm", "delete an app with its releases", runAppRemove},
 	}
 }
 
 func runAppCreate(ctx context.Context, s *streams, args []string) int {
-	p := newParser("app create", "NAME GIT_URL", "Create an app served at NAME.apps.DOMAIN from a git repository (https, git://, ssh\nor a path on the server). Prints the app as JSON, with its webhook secret (shown once).").withClient(ctx)
+	p := newParser("app create", "NAME [GIT_URL]", "Create an app served at NAME.apps.DOMAIN from a git repository (https, git://, ssh\nor a path on the server); with no GIT_URL it is deployed by git push to its own remote\n(pandastack app remote NAME). Prints the app as JSON, with its webhook secret (shown once).").withClient(ctx)
 	var params sdk.CreateAppParams
 	env := kvFlag{}
 	p.fs.StringVar(&params.Branch, "branch", "main", "branch to deploy")
@@ -32,11 +33,17 @@ func runAppCreate(ctx context.Context, s *streams, args []string) int {
 	p.fs.StringVar(&params.HealthPath, "health-path", "/", "path the health check GETs")
 	p.fs.IntVar(&params.HealthTimeoutSeconds, "health-timeout", 0, "seconds the health check retries (0: the server's default)")
 	p.fs.IntVar(&params.AutoHibernateSeconds, "auto-hibernate", 0, "hibernate the app after this many idle seconds (0: never)")
-	pos, code, ok := p.parse(s, args, 2)
+	pos, code, ok := p.parse(s, args, -1)
 	if !ok {
 		return code
 	}
-	params.Name, params.GitURL, params.Env = pos[0], pos[1], env
+	if len(pos) < 1 || len(pos) > 2 {
+		return p.usageError(s, "want NAME [GIT_URL]")
+	}
+	params.Name, params.Env = pos[0], env
+	if len(pos) == 2 {
+		params.GitURL = pos[1]
+	}
 	a, err := p.client.client().CreateApp(ctx, params)
 	if err != nil {
 		return fail(s, err)

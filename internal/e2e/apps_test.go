@@ -213,6 +213,7 @@ func TestApps(t *testing.T) {
 		t.FailNow()
 	}
 
+	var dropped *sdk.SnapshotInfo // the second deploy's, dropped by the third
 	t.Run("a second deploy switches with no failed request", func(t *testing.T) {
 		gs.push("static", "main", map[string]string{"index.html": "<h1>static v2</h1>\n"})
 		var ok, failed, sawV2 atomic.Int64
@@ -242,6 +243,7 @@ func TestApps(t *testing.T) {
 			}
 		}()
 		second := deployAndWait(t, c, "web", "")
+		dropped = appSnapshots(t, c, "web")["app-web-"+second.ID]
 		// Keep the load on past the switch and the old release's drain.
 		for deadline := time.Now().Add(2 * time.Minute); sawV2.Load() < 50 && time.Now().Before(deadline); {
 			time.Sleep(100 * time.Millisecond)
@@ -261,33 +263,31 @@ func TestApps(t *testing.T) {
 		}
 	})
 
-	t.Run("rollback wakes the hibernated previous release", func(t *testing.T) {
-		// The previous release drains, then hibernates, kept for rollback.
+	t.Run("rollback serves the previous release, kept warm, at once", func(t *testing.T) {
+		// The previous release drains, then runs on for the rollback
+		// window (minutes), so a rollback needs no wake.
 		var prev *sdk.Sandbox
-		for deadline := time.Now().Add(time.Minute); ; {
-			for _, sb := range mustList(t, c) {
-				if sb.Metadata["deploy"] == first.ID && sb.Metadata["role"] == "release" {
-					prev = sb
-				}
+		for _, sb := range mustList(t, c) {
+			if sb.Metadata["deploy"] == first.ID && sb.Metadata["role"] == "release" {
+				prev = sb
 			}
-			if prev != nil && prev.State == "hibernated" {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the previous release is %+v, want hibernated", prev)
-			}
-			time.Sleep(500 * time.Millisecond)
+		}
+		if prev == nil || prev.State != "running" {
+			t.Fatalf("the previous release is %+v, want running (kept warm for rollback)", prev)
 		}
 		start := time.Now()
 		d, err := c.RollbackApp(ctx, "web", "")
-		t.Logf("rollback to the hibernated release answered after %s", time.Since(start).Round(time.Millisecond))
 		if err != nil {
 			t.Fatalf("rollback: %v", err)
 		}
+		answered := time.Since(start)
+		wantServes(t, "web", "static v1")
+		t.Logf("rollback to the warm previous release: answered after %s, serving after %s",
+			answered.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+		t.Logf("server: %s", strings.Join(main.logLines("rolled back"), "\n"))
 		if d.ID != first.ID || d.Status != sdk.DeployLive {
 			t.Fatalf("rollback made %+v live, want %s", d, first.ID)
 		}
-		wantServes(t, "web", "static v1")
 		a, err := c.GetApp(ctx, "web")
 		if err != nil || a.LiveDeployID != first.ID {
 			t.Fatalf("app after rollback: %+v %v", a, err)
@@ -426,6 +426,31 @@ http.server.ThreadingHTTPServer(("", int(os.environ["PORT"])), H).serve_forever(
 		wantServes(t, "web", "static v2")
 	})
 
+	t.Run("old releases go with their snapshots; the disk returns", func(t *testing.T) {
+		// Releases so far: v1 (live again after the rollback), v2, and the
+		// webhook's. Kept: the live one and the one live before it (v1).
+		snaps := appSnapshots(t, c, "web")
+		if len(snaps) != 2 || snaps["app-web-"+first.ID] == nil {
+			t.Fatalf("snapshots of web: %v, want 2: the live release's and the first deploy's", snapNames(snaps))
+		}
+		for _, sn := range snaps {
+			if _, err := os.Stat(filepath.Join(main.dataDir, "cow", "snapshots", sn.ID)); err != nil {
+				t.Fatalf("kept snapshot %s has no files: %v", sn.Name, err)
+			}
+		}
+		if dropped == nil {
+			t.Fatal("the second deploy's snapshot was not seen")
+		}
+		if _, err := os.Stat(filepath.Join(main.dataDir, "cow", "snapshots", dropped.ID)); !os.IsNotExist(err) {
+			t.Fatalf("the dropped release's snapshot %s is still on disk: %v", dropped.Name, err)
+		}
+		t.Logf("dropped release snapshot %s (%d MiB apparent size) is gone from the disk", dropped.Name, dropped.SizeBytes>>20)
+	})
+
+	t.Run("git push to the app's own remote deploys; idle, it scales to zero", func(t *testing.T) {
+		testGitPushAndScaleToZero(t, c, newKey(t, "team-apps"), newKey(t, "team-apps-other"))
+	})
+
 	t.Run("delete frees the route, machines and snapshots", func(t *testing.T) {
 		if err := c.DeleteApp(ctx, "web"); err != nil {
 			t.Fatal(err)
@@ -470,4 +495,28 @@ func mustList(t *testing.T, c *sdk.Client) []*sdk.Sandbox {
 		t.Fatal(err)
 	}
 	return sbs
+}
+
+// appSnapshots is app's release snapshots by name.
+func appSnapshots(t *testing.T, c *sdk.Client, app string) map[string]*sdk.SnapshotInfo {
+	t.Helper()
+	sns, err := c.ListSnapshots(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*sdk.SnapshotInfo{}
+	for i := range sns {
+		if strings.HasPrefix(sns[i].Name, "app-"+app+"-") {
+			out[sns[i].Name] = &sns[i]
+		}
+	}
+	return out
+}
+
+func snapNames(m map[string]*sdk.SnapshotInfo) []string {
+	var out []string
+	for n := range m {
+		out = append(out, n)
+	}
+	return out
 }

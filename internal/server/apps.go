@@ -19,7 +19,8 @@ func (s *Server) openApps(ctx context.Context) {
 	machines := sandboxes.New(sandboxes.Config{Store: s.store, Engine: registry.Engine{Engine: engine, Registry: s.registry},
 		Logger: s.log, Quotas: s.quotas})
 	s.apps = apps.New(apps.Config{Store: s.store, Machines: machines, Engine: engine, Secrets: s.secrets, Routes: s.routes,
-		Domain: s.domain(), URLPort: urlPort(s.cfg.Listen), WorkDir: filepath.Join(s.cfg.DataDir, "apps"), Git: apps.GitGuard{Allow: s.cfg.GitAllow}, Logger: s.log})
+		Domain: s.domain(), URLPort: urlPort(s.cfg.Listen), WorkDir: filepath.Join(s.cfg.DataDir, "apps"), Git: apps.GitGuard{Allow: s.cfg.GitAllow},
+		RollbackWindow: s.cfg.AppRollbackWindow, Logger: s.log})
 	if err := s.apps.Start(ctx); err != nil {
 		s.log.Error("apps: restore routes", "err", err)
 	}

@@ -112,6 +112,9 @@ type Config struct {
 	// GitAllow lists ranges apps may be cloned from although they are the
 	// server's own networks (apps.GitGuard).
 	GitAllow []netip.Prefix
+	// AppRollbackWindow is how long a replaced app release runs on for a
+	// fast rollback before it hibernates (apps.Config.RollbackWindow).
+	AppRollbackWindow time.Duration
 	// DBListen, when set, is the address of the database router
 	// (internal/pgrouter): PostgreSQL clients of every database on one
 	// port. Empty: databases cannot be created.

@@ -25,15 +25,17 @@ type App struct {
 	LiveDeployID         string    `json:"live_deploy_id"`
 	URL                  string    `json:"url"`
 	WebhookURL           string    `json:"webhook_url"`
+	GitRemote            string    `json:"git_remote"`               // path of the app's git remote under the base URL: a push there deploys (the API key as the password)
 	WebhookSecret        string    `json:"webhook_secret,omitempty"` // in CreateApp's answer only
 	CreatedAt            time.Time `json:"created_at"`
 }
 
-// CreateAppParams creates an app. Name and GitURL are required; the
-// rest overrides what detection finds.
+// CreateAppParams creates an app. Name is required; GitURL is the
+// repository deploys clone (leave it empty for an app deployed by pushing
+// to its git remote); the rest overrides what detection finds.
 type CreateAppParams struct {
 	Name                 string            `json:"name"`
-	GitURL               string            `json:"git_url"`
+	GitURL               string            `json:"git_url,omitempty"`
 	Branch               string            `json:"branch,omitempty"`
 	Env                  map[string]string `json:"env,omitempty"`
 	BuildCommand         string            `json:"build_command,omitempty"`
