@@ -399,6 +399,10 @@ type ExecRequest struct {
 	TimeoutSeconds float64           `json:"timeout_seconds,omitempty"`
 	Stdin          []byte            `json:"stdin,omitempty"`
 	Background     bool              `json:"background,omitempty"`
+	// Follow, with Background, streams the background process's output
+	// and its end on the same call, as an attach would, in one round trip
+	// to the guest: the process still outlives a caller that goes away.
+	Follow bool `json:"-"`
 }
 
 // ExecResult is how a command ended.

@@ -90,22 +90,44 @@ func (s *Server) processStart(w http.ResponseWriter, r *http.Request, c *sandbox
 		s.startWithStdin(w, r, c, x)
 		return
 	}
-	pid := 0
-	_, err := c.guest.Exec(r.Context(), x, nil, func(ev pandastack.ExecEvent) error {
-		if ev.Type == "start" {
-			pid = ev.PID
+	// Started in the background and followed on the same guest stream:
+	// one round trip, and the process outlives a client that goes away.
+	x.Follow = true
+	var (
+		st   *stream
+		stop = make(chan struct{})
+	)
+	defer close(stop)
+	res, err := c.guest.Exec(r.Context(), x, nil, func(ev pandastack.ExecEvent) error {
+		switch ev.Type {
+		case "start":
+			st = newStream(w)
+			go st.keepalive(r, eventMsg{processEvent{Keepalive: &struct{}{}}}, stop)
+			return st.send(eventMsg{processEvent{Start: &startEvent{PID: ev.PID}}})
+		case "stdout":
+			return st.send(eventMsg{processEvent{Data: &dataEvent{Stdout: ev.Data}}})
+		case "stderr":
+			return st.send(eventMsg{processEvent{Data: &dataEvent{Stderr: ev.Data}}})
 		}
 		return nil
 	})
-	if err == nil && pid == 0 {
-		err = errors.New("the guest reported no pid")
-	}
-	if err != nil {
+	if st == nil {
+		if err == nil {
+			err = errors.New("the guest reported no start")
+		}
 		s.log.InfoContext(r.Context(), "e2b: start process", "sandbox", c.sb.ID, "err", err)
 		newStream(w).end(toRPCError(err))
 		return
 	}
-	s.follow(w, r, c, pid)
+	if err != nil {
+		if r.Context().Err() == nil {
+			st.end(toRPCError(err))
+		}
+		return
+	}
+	if st.send(eventMsg{processEvent{End: endOf(res)}}) == nil {
+		st.end(nil)
+	}
 }
 
 // startWithStdin runs a command whose stdin stays open for SendInput and

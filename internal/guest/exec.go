@@ -77,6 +77,9 @@ func (a *agent) exec(c *guestproto.Conn, req guestproto.Request) error {
 			p.outCnd.Broadcast()
 			a.procs.retire(p)
 		}()
+		if req.Follow {
+			return a.follow(c, p)
+		}
 		return nil
 	}
 	defer a.procs.finish(p)
@@ -210,6 +213,12 @@ func (a *agent) attach(c *guestproto.Conn, req guestproto.Request) error {
 	if err := c.WriteJSON(guestproto.PktStarted, guestproto.Started{PID: p.pid}); err != nil {
 		return nil
 	}
+	return a.follow(c, p)
+}
+
+// follow streams background process p's output on c, from its start (as
+// far as kept), then live, then its exit; c closing ends only the stream.
+func (a *agent) follow(c *guestproto.Conn, p *proc) error {
 	var gone atomic.Bool
 	go func() {
 		for {

@@ -209,6 +209,38 @@ func TestBackgroundAttachSignal(t *testing.T) {
 	}
 }
 
+// A background exec that follows streams its output and exit on the same
+// call (one round trip); a caller that goes away leaves the process
+// running, where a foreground command would be killed.
+func TestBackgroundFollow(t *testing.T) {
+	cl := session(t)
+	ctx := context.Background()
+	var c collected
+	res, err := cl.Exec(ctx, pandastack.ExecRequest{Cmd: "echo one; sleep 0.2; echo two >&2; exit 4", Background: true, Follow: true}, nil, c.fn)
+	if err != nil || c.pid == 0 || c.stdout.String() != "one\n" || c.stderr.String() != "two\n" || res.ExitCode != 4 {
+		t.Fatalf("follow: %v pid %d out %q err %q exit %d", err, c.pid, c.stdout.String(), c.stderr.String(), res.ExitCode)
+	}
+	gone, cancel := context.WithCancel(ctx)
+	var d collected
+	done := make(chan error, 1)
+	go func() {
+		_, err := cl.Exec(gone, pandastack.ExecRequest{Cmd: "echo up; sleep 1; echo still", Background: true, Follow: true}, nil,
+			func(ev pandastack.ExecEvent) error {
+				if ev.Type == "stdout" {
+					cancel() // the caller goes away once the process has started
+				}
+				return d.fn(ev)
+			})
+		done <- err
+	}()
+	<-done
+	var a collected
+	res, err = cl.Attach(ctx, d.pid, a.fn)
+	if err != nil || res.ExitCode != 0 || a.stdout.String() != "up\nstill\n" {
+		t.Fatalf("after its follower left, the process: %v exit %d output %q", err, res.ExitCode, a.stdout.String())
+	}
+}
+
 func TestFiles(t *testing.T) {
 	cl := session(t)
 	ctx := context.Background()

@@ -40,7 +40,8 @@ func (c *Client) Exec(ctx context.Context, req pandastack.ExecRequest, stdin io.
 		stdin = bytesReader(req.Stdin)
 	}
 	gr := guestproto.Request{Op: guestproto.OpExec, Shell: req.Cmd, Args: req.Args, Env: req.Env, Cwd: req.Cwd, User: req.User,
-		TimeoutMs: int64(req.TimeoutSeconds * 1000), Background: req.Background, Stdin: stdin != nil && !req.Background}
+		TimeoutMs: int64(req.TimeoutSeconds * 1000), Background: req.Background, Follow: req.Background && req.Follow,
+		Stdin: stdin != nil && !req.Background}
 	gc, done, err := c.open(ctx, gr)
 	if err != nil {
 		return res, err
@@ -53,7 +54,7 @@ func (c *Client) Exec(ctx context.Context, req pandastack.ExecRequest, stdin io.
 	if err := fn(pandastack.ExecEvent{Type: "start", PID: st.PID}); err != nil {
 		return res, err
 	}
-	if req.Background {
+	if req.Background && !req.Follow {
 		return res, nil
 	}
 	if gr.Stdin {

@@ -159,7 +159,10 @@ type Request struct {
 	User       string            `json:"user,omitempty"`
 	TimeoutMs  int64             `json:"timeout_ms,omitempty"`
 	Background bool              `json:"background,omitempty"`
-	Stdin      bool              `json:"stdin,omitempty"` // host will stream stdin packets
+	// Follow, with Background: the stream carries the output and the
+	// exit, as OpAttach would, and its closing does not kill the process.
+	Follow bool `json:"follow,omitempty"`
+	Stdin  bool `json:"stdin,omitempty"` // host will stream stdin packets
 	// Pty runs the command on a pseudo-terminal of this size: stdin, stdout
 	// and stderr are its slave side, output arrives as PktStdout (the raw
 	// terminal bytes), PktStdin is typed input, PktResize resizes it and a
