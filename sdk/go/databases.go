@@ -18,6 +18,8 @@ type Database struct {
 	Password  string `json:"password,omitempty"` // create and get only
 	Database  string `json:"database"`
 	MachineID string `json:"machine_id"`
+	// VolumeID is the durable volume its data lives on.
+	VolumeID string `json:"volume_id,omitempty"`
 	// AutoHibernateSeconds: with no client connection for that long the
 	// database hibernates; the next connection wakes it (0: never).
 	AutoHibernateSeconds int       `json:"auto_hibernate_seconds"`
@@ -42,6 +44,9 @@ type CreateDatabaseParams struct {
 	// connection for that long the database hibernates, and the next
 	// connection wakes it.
 	AutoHibernateSeconds int `json:"auto_hibernate_seconds,omitempty"`
+	// SizeMiB is the database's volume, where its data lives (0: the
+	// server's default).
+	SizeMiB int `json:"size_mib,omitempty"`
 }
 
 // CreateDatabase makes a database and returns once a query through the

@@ -1,0 +1,143 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	sdk "github.com/pandastack/pandastack/sdk/go"
+)
+
+// checkDataOnVolume: database d's PGDATA is on a durable volume of its
+// own, listed with the team's volumes at the default size and attached
+// to its machine, and PostgreSQL runs from it.
+func checkDataOnVolume(t *testing.T, c *sdk.Client, d *sdk.Database) {
+	t.Helper()
+	ctx := context.Background()
+	vols, err := c.ListVolumes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vol *sdk.Volume
+	for i := range vols {
+		if vols[i].ID == d.VolumeID {
+			vol = &vols[i]
+		}
+	}
+	if d.VolumeID == "" || vol == nil || vol.Name != d.ID || vol.SizeMiB != 1024 || vol.SandboxID != d.MachineID || vol.MountPath != "/pgdata" {
+		t.Fatalf("database %s (volume %q): team's volumes %+v", d.ID, d.VolumeID, vols)
+	}
+	r, err := c.Sandbox(d.MachineID).Exec(ctx, "runuser -u postgres -- psql -X -Atc 'show data_directory' && findmnt -n -o TARGET --target /pgdata/17/main",
+		sdk.ExecOptions{User: "root", TimeoutSeconds: 60})
+	if err != nil || r.ExitCode != 0 {
+		t.Fatalf("data directory: %v %s %s", err, r.Stdout, r.Stderr)
+	}
+	if got := strings.Fields(string(r.Stdout)); len(got) != 2 || got[0] != "/pgdata/17/main" || got[1] != "/pgdata" {
+		t.Fatalf("data directory and its mount: %q", r.Stdout)
+	}
+}
+
+// pgbenchConninfo is d's libpq conninfo through the suite's router.
+func pgbenchConninfo(d *sdk.Database) string {
+	host, port, _ := net.SplitHostPort(main.dbAddr)
+	return "host=" + d.Host + " hostaddr=" + host + " port=" + port + " user=" + d.User + " dbname=" + d.Database +
+		" sslmode=require connect_timeout=120"
+}
+
+// pgbench runs the host's pgbench against d with args.
+func pgbench(ctx context.Context, d *sdk.Database, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, "pgbench", append(args, pgbenchConninfo(d))...)
+	cmd.Env = append(cmd.Environ(), "PGPASSWORD="+d.Password)
+	return cmd
+}
+
+var processed = regexp.MustCompile(`number of transactions actually processed: (\d+)`)
+
+// checkKillDuringPgbench: pgbench writes to d through the router, d's
+// QEMU is killed with SIGKILL mid-run, and the next connection finds the
+// database restarted from its volume on a new machine with every
+// transaction pgbench saw committed (pgbench_history holds one row per
+// commit) and the TPC-B balances consistent. It returns d as it is now.
+func checkKillDuringPgbench(t *testing.T, c *sdk.Client, d *sdk.Database) *sdk.Database {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	if out, err := pgbench(ctx, d, "-i", "-s", "1", "-q", "-I", "dtgp").CombinedOutput(); err != nil {
+		t.Fatalf("pgbench -i: %v\n%s", err, out)
+	}
+	const clients = 2
+	run := pgbench(ctx, d, "-c", strconv.Itoa(clients), "-T", "600", "-n")
+	var out bytes.Buffer
+	run.Stdout, run.Stderr = &out, &out
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- run.Wait() }()
+	// Kill once some transactions committed.
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		n, err := strconv.Atoi(mustPsql(t, d, "select count(*) from pgbench_history"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n >= 50 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pgbench committed %d transactions in 3 minutes:\n%s", n, out.String())
+		}
+	}
+	pid := vmPID(main.dataDir, d.MachineID)
+	if !qemuRunning(pid) {
+		t.Fatalf("no QEMU for machine %s (pid %d)", d.MachineID, pid)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(2 * time.Minute):
+		_ = run.Process.Kill()
+		t.Fatalf("pgbench ran on after its database's VM was killed:\n%s", out.String())
+	}
+	m := processed.FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatalf("pgbench's report:\n%s", out.String())
+	}
+	committed, _ := strconv.Atoi(m[1])
+	t1 := time.Now()
+	// The next connection restarts it from its volume.
+	got := mustPsql(t, d, "select count(*) from pgbench_history")
+	t.Logf("pgbench saw %d commits before the kill; first query after it (restart and recovery included) in %v", committed, time.Since(t1))
+	rows, _ := strconv.Atoi(got)
+	// A commit whose answer the kill cut off may be there too.
+	if rows < committed || rows > committed+clients {
+		t.Fatalf("after the restart pgbench_history has %d rows; pgbench saw %d commits (%d clients)\n%s", rows, committed, clients, out.String())
+	}
+	sums := mustPsql(t, d, "select (select sum(delta) from pgbench_history) = all(array[(select sum(abalance) from pgbench_accounts), "+
+		"(select sum(bbalance) from pgbench_branches), (select sum(tbalance) from pgbench_tellers)])")
+	if sums != "t" {
+		t.Fatalf("balances disagree with the history after the restart")
+	}
+	after, err := c.GetDatabase(ctx, d.ID)
+	if err != nil || after.State != "running" || after.MachineID == d.MachineID || after.VolumeID != d.VolumeID || after.Password != d.Password {
+		t.Fatalf("after the restart: %+v %v (before: machine %s volume %s)", after, err, d.MachineID, d.VolumeID)
+	}
+	if old, err := c.GetSandbox(ctx, d.MachineID); err != nil || old.State != "failed" {
+		t.Fatalf("the killed machine: %+v %v", old, err)
+	}
+	checkDataOnVolume(t, c, after)
+	// The pooler came back with it.
+	pooled := pgxConfigFor(t, after.PooledConnectionURI, after.ID+"-pooler.db.localhost")
+	if n, err := pgxQuery(t, pooled, "select count(*)::text from pgbench_branches"); err != nil || n != "1" {
+		t.Fatalf("pooled after the restart: %q %v", n, err)
+	}
+	return after
+}
