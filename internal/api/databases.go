@@ -17,6 +17,7 @@ type Databases interface {
 	Delete(ctx context.Context, teamID, ref string) error
 	Hibernate(ctx context.Context, teamID, ref string) (databases.Info, error)
 	Wake(ctx context.Context, teamID, ref string) (databases.Info, error)
+	Fork(ctx context.Context, teamID, ref, name string) (databases.Info, error)
 }
 
 type createDatabaseRequest struct {

@@ -18,7 +18,8 @@
 // disk quota); a machine that dies is restarted from it on the next
 // connection or at the server's start (revive.go). What is not here yet: SQL
 // over HTTP pooling (internal/sqlhttp opens a session per request),
-// backups, fork.
+// backups. Fork (fork.go) copies a running database, memory and volume
+// copy-on-write, into a new one with its own password.
 package databases
 
 import (
@@ -53,6 +54,7 @@ type Store interface {
 	ListDatabases(ctx context.Context, teamID string) ([]pandastack.Database, error)
 	DeleteDatabase(ctx context.Context, id string) error
 	SetDatabaseVolume(ctx context.Context, id, volumeID string) error
+	GetVolume(ctx context.Context, id string) (pandastack.Volume, error)
 	GetSandbox(ctx context.Context, id string) (pandastack.Sandbox, error)
 }
 
@@ -63,6 +65,9 @@ type Config struct {
 	// them (kill, hibernate, wake, the guest).
 	Sandboxes *sandboxes.Service
 	Engine    pandastack.Engine
+	// Forks forks a database's machine keeping its volume's copy
+	// (*sandboxes.Engine); nil: no forks.
+	Forks Forker
 	// Quotas counts a hibernated machine's memory against the team's disk.
 	Quotas  *quotas.Service
 	Secrets *secrets.Box
@@ -73,6 +78,13 @@ type Config struct {
 	// CACert is the PEM certificate clients verify the router with.
 	CACert []byte
 	Logger *slog.Logger
+}
+
+// Forker forks a running machine into one child whose copies of the
+// parent's volumes become new durable volumes named names, in order of
+// the parent's volume slots (sandboxes.Engine.ForkKeepingVolumes).
+type Forker interface {
+	ForkKeepingVolumes(ctx context.Context, id string, names []string, metadata map[string]string) (pandastack.Sandbox, []pandastack.Volume, error)
 }
 
 // Service creates and runs databases. Make it with New; Start it once.

@@ -3,6 +3,7 @@ package databases
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -111,12 +112,17 @@ func (s *Service) startOnVolume(ctx context.Context, d pandastack.Database) erro
 // run runs args as root in machine id and returns its output; a failure
 // carries the output's start.
 func (s *Service) run(ctx context.Context, machineID string, args ...string) (string, error) {
+	return s.runIn(ctx, machineID, nil, args...)
+}
+
+// runIn is run with stdin as the command's standard input.
+func (s *Service) runIn(ctx context.Context, machineID string, stdin io.Reader, args ...string) (string, error) {
 	g, err := s.cfg.Engine.Guest(ctx, machineID)
 	if err != nil {
 		return "", err
 	}
 	var out strings.Builder
-	res, err := g.Exec(ctx, pandastack.ExecRequest{Args: args, User: "root", Cwd: "/", TimeoutSeconds: 120}, nil, func(ev pandastack.ExecEvent) error {
+	res, err := g.Exec(ctx, pandastack.ExecRequest{Args: args, User: "root", Cwd: "/", TimeoutSeconds: 120}, stdin, func(ev pandastack.ExecEvent) error {
 		if (ev.Type == "stdout" || ev.Type == "stderr") && out.Len() < 4096 {
 			out.Write(ev.Data)
 		}

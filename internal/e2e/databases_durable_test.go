@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net"
 	"os/exec"
 	"regexp"
@@ -140,4 +141,69 @@ func checkKillDuringPgbench(t *testing.T, c *sdk.Client, d *sdk.Database) *sdk.D
 		t.Fatalf("pooled after the restart: %q %v", n, err)
 	}
 	return after
+}
+
+// checkFork: a fork of running database d has d's rows, its own
+// password (d's is refused on it) and volume, the pooler with the new
+// password, and writes on either side stay on that side; deleting the
+// fork leaves d serving.
+func checkFork(t *testing.T, c *sdk.Client, d *sdk.Database) {
+	t.Helper()
+	ctx := context.Background()
+	two := 2
+	if _, err := main.client(main.admin).SetTeamQuotas(ctx, "db-owner", sdk.QuotaUpdate{MaxServiceMachines: &two}); err != nil {
+		t.Fatal(err)
+	}
+	mustPsql(t, d, "create table forked (x int); insert into forked values (1), (2)")
+	t0 := time.Now()
+	f, err := c.ForkDatabase(ctx, d.ID, "orders-fork")
+	if err != nil {
+		t.Fatalf("fork: %v\n%s", err, main.tail())
+	}
+	t.Logf("fork answered in %v (first query through the router included)", time.Since(t0))
+	defer func() {
+		if err := c.DeleteDatabase(context.Background(), f.ID); err != nil {
+			t.Errorf("delete the fork: %v", err)
+		}
+		if _, err := c.GetVolume(context.Background(), f.VolumeID); err == nil {
+			t.Errorf("the fork's volume %s outlived it", f.VolumeID)
+		}
+		if got := mustPsql(t, d, "select count(*) from forked"); got != "3" {
+			t.Errorf("the parent after the fork's delete: %q rows", got)
+		}
+	}()
+	if f.ID == d.ID || f.Name != "orders-fork" || f.State != "running" || f.User != d.User || f.Database != d.Database ||
+		f.Password == "" || f.Password == d.Password || f.MachineID == d.MachineID || f.VolumeID == "" || f.VolumeID == d.VolumeID {
+		t.Fatalf("fork %+v of %+v", f, d)
+	}
+	checkDataOnVolume(t, c, f)
+	if got := mustPsql(t, f, "select count(*) from forked"); got != "2" {
+		t.Fatalf("the fork has %q rows, want the parent's 2", got)
+	}
+	mustPsql(t, f, "insert into forked values (10), (11)")
+	mustPsql(t, d, "insert into forked values (3)")
+	if got := mustPsql(t, f, "select string_agg(x::text, ',' order by x) from forked"); got != "1,2,10,11" {
+		t.Fatalf("the fork's rows: %q", got)
+	}
+	if got := mustPsql(t, d, "select string_agg(x::text, ',' order by x) from forked"); got != "1,2,3" {
+		t.Fatalf("the parent's rows: %q", got)
+	}
+	conninfo := "host=" + f.Host + " user=" + f.User + " dbname=" + f.Database + " sslmode=require"
+	if _, stderr, ok := psqlRun(t, conninfo, d.Password, "select 1"); ok || !strings.Contains(stderr, "password authentication failed") {
+		t.Fatalf("the parent's password on the fork: ok=%v %s", ok, stderr)
+	}
+	pooled := pgxConfigFor(t, f.PooledConnectionURI, f.ID+"-pooler.db.localhost")
+	if n, err := pgxQuery(t, pooled, "select count(*)::text from forked"); err != nil || n != "4" {
+		t.Fatalf("the fork's pooler: %q %v", n, err)
+	}
+	pooled.Password = d.Password
+	if _, err := pgxQuery(t, pooled, "select 1"); err == nil {
+		t.Fatalf("the parent's password opens the fork's pooler")
+	}
+	if _, err := c.ForkDatabase(ctx, d.ID, "orders-fork"); !errors.Is(err, sdk.ErrConflict) {
+		t.Fatalf("a fork with a taken name: %v", err)
+	}
+	if vols, err := c.ListVolumes(ctx); err != nil || len(vols) != 2 {
+		t.Fatalf("after a refused fork the team has volumes %+v %v", vols, err)
+	}
 }

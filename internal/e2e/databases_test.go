@@ -448,6 +448,9 @@ console.log(JSON.stringify({ n: rows[0].n, ok: rows[0].ok, one: a[0].one, s: b[0
 	t.Run("kill -9 of its QEMU during pgbench loses no committed transaction", func(t *testing.T) {
 		d = checkKillDuringPgbench(t, c, d)
 	})
+	t.Run("fork a running database: its rows, its own password and volume", func(t *testing.T) {
+		checkFork(t, c, d)
+	})
 	t.Run("delete frees the machine, the volume and the route", func(t *testing.T) {
 		if err := c.DeleteDatabase(ctx, d.ID); err != nil {
 			t.Fatal(err)

@@ -92,6 +92,19 @@ func (c *Client) WakeDatabase(ctx context.Context, idOrName string) (*Database, 
 	return c.databaseCall(ctx, "POST", idOrName, "/wake")
 }
 
+// ForkDatabase copies a running database (by id or name) into a new one
+// named name: memory and data copy-on-write, the parent keeps serving.
+// The fork has its own password (the parent's does not open it) and
+// returns, like CreateDatabase, once a query through the router answered.
+func (c *Client) ForkDatabase(ctx context.Context, idOrName, name string) (*Database, error) {
+	d := &Database{}
+	body := map[string]string{"name": name}
+	if err := c.do(ctx, request{method: "POST", path: "/v1/databases/" + url.PathEscape(idOrName) + "/fork", body: body}, d); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
 func (c *Client) databaseCall(ctx context.Context, method, idOrName, suffix string) (*Database, error) {
 	d := &Database{}
 	if err := c.do(ctx, request{method: method, path: "/v1/databases/" + url.PathEscape(idOrName) + suffix}, d); err != nil {
