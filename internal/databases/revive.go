@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/pandastack/pandastack"
-	"github.com/pandastack/pandastack/internal/hostapi"
 	"github.com/pandastack/pandastack/internal/router"
 	"github.com/pandastack/pandastack/internal/sandboxes"
 )
@@ -46,10 +45,12 @@ func (b backend) Dial(ctx context.Context) (net.Conn, error) {
 }
 
 // gone reports whether machine id ended, dialErr being what reaching it
-// answered. The host's word that it has no such machine comes a moment
-// before the record of its end: wait for that record a little.
+// answered. A VM that just died first shows as a guest session shut
+// down, a moment before the host notices the exit and its end is
+// recorded: unless the port merely refused, wait a little for that
+// record.
 func (s *Service) gone(ctx context.Context, id string, dialErr error) bool {
-	if pandastack.ErrorCode(dialErr) != pandastack.EGone && !errors.Is(dialErr, hostapi.ErrUnknownMachine) {
+	if pandastack.ErrorCode(dialErr) == pandastack.ERefused || errors.Is(dialErr, context.Canceled) || errors.Is(dialErr, context.DeadlineExceeded) {
 		return false
 	}
 	for deadline := time.Now().Add(15 * time.Second); ; {
