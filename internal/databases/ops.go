@@ -146,11 +146,18 @@ func (s *Service) Hibernate(ctx context.Context, teamID, ref string) (Info, erro
 	return s.present(ctx, d, ""), nil
 }
 
-// Wake brings a hibernated database back.
+// Wake brings a hibernated database back, or restarts from its volume
+// one whose machine is gone.
 func (s *Service) Wake(ctx context.Context, teamID, ref string) (Info, error) {
 	d, err := s.ready(ctx, teamID, ref)
 	if err != nil {
 		return Info{}, err
+	}
+	if sb, err := s.cfg.Store.GetSandbox(ctx, d.MachineID); err == nil && !sb.State.Live() {
+		if d, err = s.revive(ctx, d); err != nil {
+			return Info{}, fmt.Errorf("wake database %s: %w", ref, err)
+		}
+		return s.present(ctx, d, ""), nil
 	}
 	if _, err := s.cfg.Engine.Wake(ctx, d.MachineID); err != nil {
 		return Info{}, fmt.Errorf("wake database %s: %w", ref, err)
