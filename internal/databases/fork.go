@@ -110,9 +110,11 @@ func (s *Service) volumeSize(ctx context.Context, d pandastack.Database) (int, e
 	return v.SizeMiB, nil
 }
 
-// rekeySQL sets role user's verifier and rewrites PgBouncer's auth_file.
+// rekeySQL sets role user's verifier and rewrites PgBouncer's auth_file,
+// as a psql script whose errors do not quote the statement (terse: the
+// statements hold the verifier).
 func rekeySQL(user, verifier string) string {
-	q := []string{"\\set ON_ERROR_STOP 1",
+	q := []string{"\\set ON_ERROR_STOP 1", "\\set VERBOSITY terse",
 		fmt.Sprintf("ALTER ROLE %s PASSWORD %s;", quoteIdent(user), quoteLiteral(verifier))}
 	for _, p := range poolerSQL(user, verifier) {
 		q = append(q, p+";")
