@@ -93,6 +93,11 @@ type Sandbox struct {
 	// Defaults are its template's command defaults, captured at create (nil
 	// on records made before they were captured).
 	Defaults *CommandDefaults `json:"-"`
+	// ManagedBy names the platform service that owns the machine — a
+	// database's ("database:ID"), an app's ("app:ID"), a function's
+	// ("function:ID") —, "" for a sandbox of the team's own. The sandbox
+	// API lists such a machine but changes it only through its service.
+	ManagedBy string `json:"managed_by,omitempty"`
 }
 
 // Lifetime is a machine's lifetime class.
@@ -463,6 +468,9 @@ type CreateRequest struct {
 	// TemplateVersion is the version the template reference resolved to
 	// (the registry numbers versions; hosts know builds only). 0: unknown.
 	TemplateVersion int
+	// ManagedBy is the owning service of a platform machine (see
+	// Sandbox.ManagedBy).
+	ManagedBy string
 }
 
 // Guest is the live connection to one sandbox's guest agent.

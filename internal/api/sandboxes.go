@@ -124,7 +124,18 @@ func (s *Server) ownSandbox(r *http.Request) (pandastack.Sandbox, error) {
 	if sb.TeamID != caller(r).team.ID {
 		return pandastack.Sandbox{}, notFound
 	}
+	if sb.ManagedBy != "" && r.Pattern != "GET /v1/sandboxes/{id}" {
+		return pandastack.Sandbox{}, managedError(sb)
+	}
 	return sb, nil
+}
+
+// managedError refuses a change to a platform service's machine through
+// the sandbox API: a database, app or function keeps records of its
+// machines that a kill, exec or fork from outside would leave wrong.
+func managedError(sb pandastack.Sandbox) error {
+	kind, id, _ := strings.Cut(sb.ManagedBy, ":")
+	return pandastack.Errorf(pandastack.EConflict, "sandbox %s is a machine of %s %s: manage it through /v1/%ss/%s", sb.ID, kind, id, kind, id)
 }
 
 // liveSandbox is ownSandbox for operations that need the VM: an ended

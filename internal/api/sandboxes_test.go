@@ -323,3 +323,42 @@ func TestSetTTL(t *testing.T) {
 func apitestErr(code, msg string) error {
 	return pandastack.Errorf(code, "%s", msg)
 }
+
+// A platform service's machine (here a database's) is listed and readable
+// through the sandbox API, but a kill, exec, file write or fork from there
+// would leave its service's records wrong: each answers 409 naming the
+// service to use.
+func TestManagedMachineChangesOnlyThroughItsService(t *testing.T) {
+	env := apitest.Start(t)
+	sb := newSandbox(t, env, env.Key, nil)
+	rec, err := env.Store.GetSandbox(context.Background(), sb.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.ManagedBy = "database:db-orders"
+	if err := env.Store.PutSandbox(context.Background(), rec); err != nil {
+		t.Fatal(err)
+	}
+	path := "/v1/sandboxes/" + sb.ID
+	got := decode[map[string]any](t, call(t, env, req{method: "GET", path: path, key: env.Key}))
+	if got["managed_by"] != "database:db-orders" {
+		t.Fatalf("GET shows managed_by %v", got["managed_by"])
+	}
+	msg := "sandbox " + sb.ID + " is a machine of database db-orders: manage it through /v1/databases/db-orders"
+	for _, r := range []req{
+		{method: "DELETE", path: path},
+		{method: "POST", path: path + "/exec", body: map[string]any{"cmd": "echo hi"}},
+		{method: "PUT", path: path + "/files?path=/tmp/x", body: []byte("x")},
+		{method: "POST", path: path + "/fork", body: map[string]any{}},
+		{method: "POST", path: path + "/hibernate"},
+		{method: "PUT", path: path + "/ttl", body: map[string]any{"ttl_seconds": 60}},
+	} {
+		r.key = env.Key
+		wantError(t, call(t, env, r), http.StatusConflict, "conflict", msg)
+	}
+	if rec, err := env.Store.GetSandbox(context.Background(), sb.ID); err != nil || !rec.State.Live() {
+		t.Fatalf("after the refused calls: %+v %v", rec, err)
+	}
+	// Another team still gets 404, not the 409 that would confirm it.
+	wantStatus(t, call(t, env, req{method: "DELETE", path: path, key: env.OtherKey}), http.StatusNotFound)
+}

@@ -160,7 +160,7 @@ func (s *Service) release(ctx context.Context, a App, d *Deploy, env map[string]
 	meta := map[string]string{"app": a.Name, "deploy": d.ID}
 	l.printf("starting a build machine from template %s", s.cfg.Template)
 	builder, err := s.cfg.Machines.Create(ctx, a.TeamID, sandboxes.CreateParams{Template: s.cfg.Template, TTLSeconds: &ttl,
-		Metadata: with(meta, "role", "build")})
+		Metadata: with(meta, "role", "build"), ManagedBy: "app:" + a.Name})
 	if err != nil {
 		return fmt.Errorf("start build machine: %w", err)
 	}
@@ -219,7 +219,7 @@ func (s *Service) release(ctx context.Context, a App, d *Deploy, env map[string]
 	s.kill(builder.ID)
 	ah := int64(a.AutoHibernateSeconds)
 	m, err := s.cfg.Machines.Create(ctx, a.TeamID, sandboxes.CreateParams{Snapshot: sn.ID, Lifetime: string(pandastack.LifetimeService),
-		AutoHibernateSeconds: &ah, Metadata: with(meta, "role", "release")})
+		AutoHibernateSeconds: &ah, Metadata: with(meta, "role", "release"), ManagedBy: "app:" + a.Name})
 	if err != nil {
 		s.deleteSnapshot(sn.ID)
 		return fmt.Errorf("start the release from its snapshot: %w", err)

@@ -84,7 +84,7 @@ type Config struct {
 // parent's volumes become new durable volumes named names, in order of
 // the parent's volume slots (sandboxes.Engine.ForkKeepingVolumes).
 type Forker interface {
-	ForkKeepingVolumes(ctx context.Context, id string, names []string, metadata map[string]string) (pandastack.Sandbox, []pandastack.Volume, error)
+	ForkKeepingVolumes(ctx context.Context, id string, names []string, metadata map[string]string, managedBy string) (pandastack.Sandbox, []pandastack.Volume, error)
 }
 
 // Service creates and runs databases. Make it with New; Start it once.

@@ -67,7 +67,7 @@ func (s *Service) Fork(ctx context.Context, teamID, ref, name string) (Info, err
 		defer release()
 	}
 	t0 := time.Now()
-	sb, vols, err := s.cfg.Forks.ForkKeepingVolumes(ctx, parent.MachineID, []string{d.ID}, map[string]string{"pandastack.database": d.ID})
+	sb, vols, err := s.cfg.Forks.ForkKeepingVolumes(ctx, parent.MachineID, []string{d.ID}, map[string]string{"pandastack.database": d.ID}, managedBy(d.ID))
 	if err != nil {
 		return Info{}, fmt.Errorf("fork database %s: %w", ref, err)
 	}

@@ -122,7 +122,13 @@ func (s *Service) revive(ctx context.Context, d pandastack.Database) (pandastack
 func (s *Service) machineFor(ctx context.Context, d pandastack.Database, autoHibernate *int64) (pandastack.Sandbox, error) {
 	return s.cfg.Sandboxes.Create(ctx, d.TeamID, sandboxes.CreateParams{Template: Template, Lifetime: string(pandastack.LifetimeService),
 		Metadata: map[string]string{"pandastack.database": d.ID}, AutoHibernateSeconds: autoHibernate,
-		Volumes: []pandastack.VolumeMount{{Volume: d.VolumeID, Path: DataMount}}})
+		Volumes: []pandastack.VolumeMount{{Volume: d.VolumeID, Path: DataMount}}, ManagedBy: managedBy(d.ID)})
+}
+
+// managedBy marks database id's machines (pandastack.Sandbox.ManagedBy):
+// the sandbox API shows them but leaves changing them to this service.
+func managedBy(id string) string {
+	return "database:" + id
 }
 
 // attach brings up PostgreSQL on the volume in d's (new) machine and

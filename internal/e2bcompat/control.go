@@ -49,6 +49,7 @@ var controlRoutes = map[string]controlHandler{
 	"POST /sandboxes/{id}/resume":     (*Server).resume,
 	"POST /sandboxes/{id}/pause":      (*Server).pause,
 	"GET /sandboxes/{id}/metrics":     (*Server).metrics,
+	"PUT /sandboxes/{id}/network":     (*Server).updateNetwork,
 }
 
 // serveControl authenticates the API key and serves a control-plane route.
@@ -206,12 +207,8 @@ type createRequest struct {
 	Metadata            map[string]string `json:"metadata"`
 	EnvVars             map[string]string `json:"envVars"`
 	AllowInternetAccess *bool             `json:"allow_internet_access"`
-	Network             *struct {
-		AllowOut           []string `json:"allowOut"`
-		DenyOut            []string `json:"denyOut"`
-		AllowPublicTraffic *bool    `json:"allowPublicTraffic"`
-	} `json:"network"`
-	AutoPause bool `json:"autoPause"`
+	Network             *networkRequest   `json:"network"`
+	AutoPause           bool              `json:"autoPause"`
 }
 
 // create: POST /sandboxes and /v2/sandboxes → 201 Sandbox.
@@ -228,16 +225,21 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, team string) err
 		tpl = req.TemplateID
 	}
 	public := true
+	var allowOut, denyOut []string
+	if err := req.Network.unsupported(); err != nil {
+		return err
+	}
 	if n := req.Network; n != nil {
-		if len(n.AllowOut) > 0 || len(n.DenyOut) > 0 {
-			return pandastack.Errorf(pandastack.EInvalid, "network.allowOut and network.denyOut are not supported by this server's E2B API yet")
-		}
+		allowOut, denyOut = n.AllowOut, n.DenyOut
 		if n.AllowPublicTraffic != nil && !*n.AllowPublicTraffic {
 			public = false
 		}
 	}
-	if req.AllowInternetAccess != nil && !*req.AllowInternetAccess {
-		return pandastack.Errorf(pandastack.EInvalid, "allowInternetAccess: false is not supported by this server's E2B API yet")
+	// In force before the sandbox's first instruction: the engine applies
+	// a create's policy before it resumes the VM.
+	policy, err := egressPolicy(allowOut, denyOut, req.AllowInternetAccess)
+	if err != nil {
+		return err
 	}
 	if req.AutoPause {
 		return pandastack.Errorf(pandastack.EInvalid, "lifecycle onTimeout 'pause' (autoPause) is not supported by this server's E2B API yet")
@@ -257,7 +259,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, team string) err
 		ttl = *req.Timeout
 	}
 	sb, err := s.sbx.Create(r.Context(), team, sandboxes.CreateParams{Template: tpl, TTLSeconds: &ttl,
-		Metadata: meta, Env: req.EnvVars})
+		Metadata: meta, Env: req.EnvVars, Network: policy})
 	if err != nil {
 		return err
 	}
@@ -284,7 +286,9 @@ func (s *Server) ownSandbox(r *http.Request, team string) (pandastack.Sandbox, e
 	if err != nil {
 		return sb, fmt.Errorf("get sandbox %s: %w", native, err)
 	}
-	if sb.TeamID != team || !sb.State.Live() {
+	// A platform service's machine (a database's, an app's) is not a
+	// sandbox E2B code may drive.
+	if sb.TeamID != team || !sb.State.Live() || sb.ManagedBy != "" {
 		return pandastack.Sandbox{}, notFound
 	}
 	return sb, nil
@@ -416,15 +420,5 @@ func (s *Server) pause(w http.ResponseWriter, r *http.Request, team string) erro
 		return fmt.Errorf("pause sandbox %s: %w", sb.ID, err)
 	}
 	w.WriteHeader(http.StatusNoContent)
-	return nil
-}
-
-// metrics: GET /sandboxes/{id}/metrics → [] (not collected yet; E2B's SDK
-// accepts an empty series).
-func (s *Server) metrics(w http.ResponseWriter, r *http.Request, team string) error {
-	if _, err := s.ownSandbox(r, team); err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, []struct{}{})
 	return nil
 }

@@ -70,6 +70,9 @@ type Config struct {
 	// IDPrefix starts every native sandbox id and is left out of E2B ids
 	// (default "sbx_", the engine's).
 	IDPrefix string
+	// Network changes live sandboxes' egress (updateNetwork); nil when
+	// sandbox networking is off.
+	Network Network
 }
 
 // Server serves the E2B API. Create it with New.

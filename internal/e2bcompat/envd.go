@@ -68,7 +68,7 @@ func (s *Server) liveSandbox(ctx context.Context, id string) (pandastack.Sandbox
 		return pandastack.Sandbox{}, false
 	}
 	sb, err := s.cfg.Store.GetSandbox(ctx, native)
-	if err != nil || !sb.State.Live() {
+	if err != nil || !sb.State.Live() || sb.ManagedBy != "" {
 		return pandastack.Sandbox{}, false
 	}
 	return sb, true

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -44,6 +45,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, team string) error
 	if err != nil {
 		return fmt.Errorf("list sandboxes: %w", err)
 	}
+	sbs = slices.DeleteFunc(sbs, func(sb pandastack.Sandbox) bool { return sb.ManagedBy != "" })
 	sort.Slice(sbs, func(i, j int) bool {
 		if !sbs[i].CreatedAt.Equal(sbs[j].CreatedAt) {
 			return sbs[i].CreatedAt.After(sbs[j].CreatedAt)

@@ -19,7 +19,7 @@ import (
 // E2B_SANDBOX_URL at the server's port, E2B_DOMAIN for getHost. See
 // testdata/e2bcompat/e2b.test.mjs for what it checks.
 func TestE2BCompat(t *testing.T) {
-	runE2BSuite(t, "e2b", "e2b.test.mjs", "e2b-2.50.test.mjs")
+	runE2BSuite(t, "e2b", "e2b.test.mjs", "e2b-2.50.test.mjs", "e2b-network.test.mjs")
 }
 
 // TestE2BCodeInterpreter runs the stock `@e2b/code-interpreter` package
@@ -66,7 +66,7 @@ func runE2BSuite(t *testing.T, team string, files ...string) {
 	node.Env = append(os.Environ(),
 		"E2B_API_KEY="+key.Key, "E2B_OTHER_KEY="+other.Key,
 		"E2B_API_URL="+main.url, "E2B_SANDBOX_URL="+main.url,
-		"E2B_DOMAIN=localhost:"+u.Port())
+		"E2B_DOMAIN=localhost:"+u.Port(), "E2B_TEST_OUTSIDE_URL="+outsideURL(outside.ip))
 	out, err := node.CombinedOutput()
 	if err != nil {
 		t.Fatalf("node --test %v (stock E2B SDK): %v\n%s", files, err, out)

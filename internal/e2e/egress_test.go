@@ -109,7 +109,9 @@ func TestEgressDefaults(t *testing.T) {
 // to link-local only, so the private ranges and host networks open).
 func TestEgressDefaultSetting(t *testing.T) {
 	s, _ := newTestServer(t, "ps-e2e-egress-", "--dns-upstream", outside.dns, "--egress-default-deny", "link-local")
-	defer s.stop()
+	// After the sandbox's own cleanup (cleanups run last-in first-out): a
+	// server stopped first leaves the sandbox's network behind.
+	t.Cleanup(s.stop)
 	sb := newSandbox(t, s.client(s.admin), sdk.CreateSandboxParams{})
 	ll, priv := outside.guarded["link-local"], outside.guarded["private"]
 	codes := reach(t, sb, outsideURL(ll), outsideURL(priv), outsideURL(outside.lanIP), outsideURL(outside.ip))

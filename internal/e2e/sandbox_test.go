@@ -47,6 +47,14 @@ func TestCreateExecFilesKill(t *testing.T) {
 			t.Fatalf("got %v %+v", err, r)
 		}
 	})
+	t.Run("commands run in bash", func(t *testing.T) {
+		// What people paste from a terminal or E2B's docs: dash would print
+		// "{a,b}" and fail on [[.
+		r, err := sb.Exec(ctx, `echo {a,b}; [[ x == x ]] && printf '%s\x21\n' ok`, sdk.ExecOptions{})
+		if err != nil || r.ExitCode != 0 || string(r.Stdout) != "a b\nok!\n" {
+			t.Fatalf("bash syntax: %v %+v stderr=%s", err, r, r.Stderr)
+		}
+	})
 	t.Run("stdin", func(t *testing.T) {
 		r, err := sb.Exec(ctx, "wc -c", sdk.ExecOptions{Stdin: []byte("12345")})
 		if err != nil || strings.TrimSpace(string(r.Stdout)) != "5" {

@@ -20,10 +20,13 @@ import (
 // staleAfter is how long a data dir's server log must have been still, with
 // no process naming the dir, before the dir counts as abandoned; and
 // imageUnusedFor how long a cached disk image may go unused (the template
-// builder touches an image each time it bakes from it) before it goes.
+// builder touches an image each time it bakes from it) before it goes:
+// longer than a run, since a run's servers bake from it (and cold-boot
+// over it) while it lasts; each change to the guest agent makes a new
+// set of a few GiB.
 const (
 	staleAfter     = 15 * time.Minute
-	imageUnusedFor = 24 * time.Hour
+	imageUnusedFor = 2 * time.Hour
 )
 
 func sweepStale(cacheDir string) {

@@ -21,7 +21,7 @@ func (s *Service) bake(ctx context.Context, teamID, name, template string, memMi
 	t0 := time.Now()
 	ttl := int64(s.cfg.DeployTimeout/time.Second) + 60
 	sb, err := s.cfg.Sandboxes.Create(ctx, teamID, sandboxes.CreateParams{Template: template, TTLSeconds: &ttl, MemoryMiB: memMiB,
-		Metadata: map[string]string{"pandastack.function": name, "pandastack.function.role": "deploy", vmLabel: "1"}})
+		Metadata: map[string]string{"pandastack.function": name, "pandastack.function.role": "deploy", vmLabel: "1"}, ManagedBy: "function:" + name})
 	if err != nil {
 		return pandastack.Snapshot{}, fmt.Errorf("deploy function %s: start its VM: %w", name, err)
 	}

@@ -112,7 +112,7 @@ func (s *Service) execute(ctx context.Context, f Function, inv *Invocation, even
 		if warm {
 			meta["pandastack.function.isolation"] = IsolationWarm
 		}
-		sb, err := s.cfg.Sandboxes.Create(ctx, inv.TeamID, sandboxes.CreateParams{Snapshot: v.SnapshotID, TTLSeconds: &ttl, Metadata: meta})
+		sb, err := s.cfg.Sandboxes.Create(ctx, inv.TeamID, sandboxes.CreateParams{Snapshot: v.SnapshotID, TTLSeconds: &ttl, Metadata: meta, ManagedBy: "function:" + f.Name})
 		if err != nil {
 			log.Error("start invocation VM", "err", err)
 			s.finish(ctx, inv, StatusError, nil, &FunctionError{Type: "StartFailed", Message: "could not start the function's VM: " + pandastack.ErrorMessage(err)}, "")

@@ -31,6 +31,11 @@ func (h *HTTPRouter) portAccess(r *http.Request, id string, port int, auth Authe
 	}
 	stripCookie(r, TokenParam)
 	sb, gerr := h.cfg.Sandboxes.GetSandbox(r.Context(), id)
+	if gerr == nil && sb.ManagedBy != "" {
+		// A platform service's machine (a database's, an app release) is
+		// reached through its service's own route, never at PORT-ID.
+		return grant{}, pandastack.Errorf(pandastack.ENotFound, "sandbox %s not found", id)
+	}
 	if gerr == nil && h.cfg.Policies != nil && sb.State.Live() && h.cfg.Policies.Policy(sb.ID).PortIsPublic(port) {
 		return grant{}, nil
 	}

@@ -101,6 +101,26 @@ func TestSandboxPortAccess(t *testing.T) {
 			t.Fatalf("%d %s", r.status, r.body)
 		}
 	})
+	t.Run("a platform service's machine is not served at PORT-ID, even public", func(t *testing.T) {
+		e.sb.mu.Lock()
+		rec := e.sb.recs[sbx]
+		rec.ManagedBy = "database:db-orders"
+		e.sb.recs[sbx] = rec
+		e.sb.pol[sbx] = pandastack.NetworkPolicy{PublicPorts: []int{8000}}
+		e.sb.mu.Unlock()
+		defer func() {
+			e.sb.mu.Lock()
+			rec.ManagedBy = ""
+			e.sb.recs[sbx] = rec
+			delete(e.sb.pol, sbx)
+			e.sb.mu.Unlock()
+		}()
+		for _, hdr := range [][]string{nil, {"Authorization", "Bearer key-acme"}} {
+			if r := e.do(t, "GET", host, "/", hdr...); r.status != 404 || r.code != "not_found" {
+				t.Fatalf("%v: %d %s", hdr, r.status, r.body)
+			}
+		}
+	})
 }
 
 func TestSignedURLs(t *testing.T) {

@@ -118,7 +118,7 @@ func (e *Engine) Create(ctx context.Context, req pandastack.CreateRequest) (pand
 		}
 		return pandastack.Sandbox{}, err
 	}
-	rec := fromMachine(pandastack.Sandbox{TeamID: req.TeamID, Metadata: nonNil(req.Metadata)}, m)
+	rec := fromMachine(pandastack.Sandbox{TeamID: req.TeamID, Metadata: nonNil(req.Metadata), ManagedBy: req.ManagedBy}, m)
 	if err := e.first(ctx, rec, m.Seq); err != nil {
 		return pandastack.Sandbox{}, err
 	}
@@ -268,7 +268,7 @@ func (e *Engine) Fork(ctx context.Context, id string, count int) ([]pandastack.S
 			meta = map[string]string{}
 		}
 		meta["forked_from"] = parent.ID
-		rec := fromMachine(pandastack.Sandbox{TeamID: parent.TeamID, Metadata: meta}, m)
+		rec := fromMachine(pandastack.Sandbox{TeamID: parent.TeamID, Metadata: meta, ManagedBy: parent.ManagedBy}, m)
 		if err := e.first(ctx, rec, m.Seq); err != nil {
 			return kids, fmt.Errorf("record fork: %w", err)
 		}

@@ -15,10 +15,11 @@ import (
 // of the parent's volumes are kept as new durable volumes of the team
 // (copy-on-write), attached to the child where the parent has them:
 // names[i] names the copy of the parent's volume in its i-th slot in use.
-// The child's metadata is the parent's with metadata's keys set over it.
+// The child's metadata is the parent's with metadata's keys set over it;
+// managedBy is the service that owns the child (pandastack.Sandbox.ManagedBy).
 // A managed database's fork keeps its data this way (internal/databases).
 // Nothing is left when it fails: no child, no volume record or file.
-func (e *Engine) ForkKeepingVolumes(ctx context.Context, id string, names []string, metadata map[string]string) (pandastack.Sandbox, []pandastack.Volume, error) {
+func (e *Engine) ForkKeepingVolumes(ctx context.Context, id string, names []string, metadata map[string]string, managedBy string) (pandastack.Sandbox, []pandastack.Volume, error) {
 	parent, err := e.live(ctx, id)
 	if err != nil {
 		return pandastack.Sandbox{}, nil, err
@@ -78,7 +79,7 @@ func (e *Engine) ForkKeepingVolumes(ctx context.Context, id string, names []stri
 	}
 	maps.Copy(meta, metadata)
 	meta["forked_from"] = parent.ID
-	rec := fromMachine(pandastack.Sandbox{TeamID: parent.TeamID, Metadata: meta}, ms[0])
+	rec := fromMachine(pandastack.Sandbox{TeamID: parent.TeamID, Metadata: meta, ManagedBy: managedBy}, ms[0])
 	if err := e.first(ctx, rec, ms[0].Seq); err != nil {
 		// first killed the child and freed its volumes; the deferred
 		// cleanup removes them.

@@ -24,17 +24,17 @@ func TestForkKeepingVolumesLeavesNothingWhenItFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := e.ForkKeepingVolumes(ctx, sb.ID, nil, nil); pandastack.ErrorCode(err) != pandastack.EInvalid {
+	if _, _, err := e.ForkKeepingVolumes(ctx, sb.ID, nil, nil, ""); pandastack.ErrorCode(err) != pandastack.EInvalid {
 		t.Fatalf("no name for the one volume: %v, want invalid", err)
 	}
-	if _, _, err := e.ForkKeepingVolumes(ctx, sb.ID, []string{"copy"}, map[string]string{"k": "v"}); err == nil {
+	if _, _, err := e.ForkKeepingVolumes(ctx, sb.ID, []string{"copy"}, map[string]string{"k": "v"}, "database:db-1"); err == nil {
 		t.Fatal("the host refused the fork, yet it answered")
 	}
 	vols, err := st.ListVolumes(ctx, "team_1")
 	if err != nil || len(vols) != 1 || vols[0].ID != v.ID || vols[0].SandboxID != sb.ID {
 		t.Fatalf("volumes after the failed fork: %+v %v", vols, err)
 	}
-	if _, _, err := e.ForkKeepingVolumes(ctx, "sbx_none", []string{"copy"}, nil); pandastack.ErrorCode(err) != pandastack.ENotFound {
+	if _, _, err := e.ForkKeepingVolumes(ctx, "sbx_none", []string{"copy"}, nil, ""); pandastack.ErrorCode(err) != pandastack.ENotFound {
 		t.Fatalf("an unknown sandbox: %v", err)
 	}
 }

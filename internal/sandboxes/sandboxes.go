@@ -95,6 +95,8 @@ type CreateParams struct {
 	DiskGiB              int
 	Network              *pandastack.NetworkPolicy
 	Volumes              []pandastack.VolumeMount
+	// ManagedBy marks a platform service's machine (pandastack.Sandbox.ManagedBy).
+	ManagedBy string
 }
 
 // Request validates p, a create for teamID, and returns it as the engine
@@ -160,7 +162,7 @@ func (s *Service) Request(teamID string, p CreateParams) (pandastack.CreateReque
 	return pandastack.CreateRequest{
 		TeamID: teamID, Template: p.Template, Snapshot: p.Snapshot, TTL: ttl, Metadata: meta, Env: p.Env,
 		CPUs: p.CPUs, MemoryMiB: p.MemoryMiB, DiskGiB: p.DiskGiB, Network: policy, Volumes: p.Volumes,
-		AutoHibernate: idle, Lifetime: lifetime,
+		AutoHibernate: idle, Lifetime: lifetime, ManagedBy: p.ManagedBy,
 	}, nil
 }
 

@@ -218,6 +218,9 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		}
 		cfg.AgentPath = p
 	}
+	if err := checkAgent(cfg.AgentPath); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o711); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}

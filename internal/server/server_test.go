@@ -38,10 +38,7 @@ func TestFailedStartLeavesNoMount(t *testing.T) {
 		t.Fatal(err)
 	}
 	data := filepath.Join(home, "data")
-	agent := filepath.Join(t.TempDir(), "pandastack-guest")
-	if err := os.WriteFile(agent, []byte("#!/bin/sh\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	agent := buildProgram(t, "pandastack-guest", "0")
 	_, err := Open(context.Background(), Config{DataDir: data, AgentPath: agent, Accel: "tcg", NoNetwork: true,
 		StorageSize: 1 << 30})
 	cow := filepath.Join(data, "cow")

@@ -14,7 +14,7 @@ import (
 type ExecOptions struct {
 	// Args, when set, runs a program without a shell: the argv is cmd
 	// followed by Args (or just Args when cmd is ""). Without Args, cmd is
-	// run with /bin/sh -c.
+	// run with bash -c (/bin/sh -c in an image without bash).
 	Args           []string
 	Env            map[string]string
 	Cwd            string  // absolute

@@ -39,6 +39,10 @@ type Sandbox struct {
 	// Lifetime is "sandbox" or "service" (a service machine: no TTL, so
 	// ExpiresAt is zero; see CreateSandboxParams.Lifetime).
 	Lifetime string `json:"lifetime,omitempty"`
+	// ManagedBy names the platform service that owns the machine
+	// ("database:ID", "app:NAME", "function:NAME"); such a machine is
+	// changed only through its service (other sandbox calls answer 409).
+	ManagedBy string `json:"managed_by,omitempty"`
 
 	c *Client
 }

@@ -55,6 +55,8 @@ func (h *harness) sandboxes(t *testing.T) {
 			AutoHibernateSeconds: 90,
 			// A service machine has no expiry: the zero time round-trips.
 			Lifetime: pandastack.LifetimeService,
+			// A platform service's machine keeps its owner.
+			ManagedBy: "database:db-orders",
 		}
 		ended.ExpiresAt = time.Time{}
 		for _, sb := range []pandastack.Sandbox{live, ended} {

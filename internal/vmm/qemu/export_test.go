@@ -13,3 +13,6 @@ func (d *Driver) PoolReady(key string) int {
 	defer p.mu.Unlock()
 	return len(p.ready)
 }
+
+// IsOurQEMU is isOurQEMU (for tests).
+var IsOurQEMU = isOurQEMU

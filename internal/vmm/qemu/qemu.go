@@ -657,13 +657,20 @@ func qemuNamed(name, dir string) []int {
 	return pids
 }
 
-// isOurQEMU checks that pid is a QEMU process started with -name name.
+// isOurQEMU checks that pid is a QEMU process started with -name name —
+// or the jail child that will exec it (argv: jail.ChildName, the QEMU
+// binary, QEMU's arguments) with the same pid: a server killed while a
+// jail was being set up must still find the process, or it execs QEMU
+// after the restart's recovery has looked, and runs with no VM directory.
 func isOurQEMU(pid int, name string) bool {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 	if err != nil {
 		return false
 	}
 	args := strings.Split(string(b), "\x00")
+	if len(args) >= 2 && args[0] == jail.ChildName {
+		args = args[1:]
+	}
 	if len(args) < 3 || !strings.Contains(args[0], "qemu") {
 		return false
 	}

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+from typing import Any, AsyncIterator, Callable, Dict, List, Optional, Sequence, Union
 
 from ._models import CreatedKey, ExecResult, FileInfo, Key, ProcessInfo, Snapshot, Template
 from .client import (DEFAULT_TIMEOUT, BackgroundProcess, Filesystem, PandaStack, Sandbox,
@@ -298,8 +298,25 @@ class AsyncFilesystem:
     def __init__(self, fs: Filesystem):
         self.sync = fs
 
-    async def read(self, path: str, encoding: str = "utf-8", errors: str = "replace") -> str:
-        return await _run(self.sync.read, path, encoding, errors)
+    async def read(self, path: str, format: str = "text", encoding: str = "utf-8",
+                   errors: str = "strict") -> Any:
+        """As Filesystem.read; ``format="stream"`` gives an async iterator."""
+        if format == "stream":
+            return self.read_stream(path)
+        return await _run(self.sync.read, path, format, encoding, errors)
+
+    async def read_stream(self, path: str) -> AsyncIterator[bytes]:
+        """A file's contents as an async iterator of byte chunks."""
+        it = self.sync.read_stream(path)
+        end = object()
+        try:
+            while True:
+                b = await asyncio.to_thread(next, it, end)
+                if b is end:
+                    return
+                yield b
+        finally:
+            await asyncio.to_thread(it.close)
 
     async def read_bytes(self, path: str) -> bytes:
         return await _run(self.sync.read_bytes, path)

@@ -8,7 +8,7 @@ import json
 import os
 import threading
 from datetime import datetime
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Union
 from urllib.parse import quote
 
 from . import errors
@@ -357,6 +357,7 @@ class Sandbox:
     end_reason: str
     auto_hibernate_seconds: int  # 0: never
     lifetime: str  # "sandbox", or "service" (no TTL: expires_at is None)
+    managed_by: str  # "database:ID", "app:NAME", "function:NAME": changed only through that service; "" for a sandbox
 
     def __init__(self, client: PandaStack, data: Dict[str, Any]):
         self._client = client
@@ -382,6 +383,7 @@ class Sandbox:
         self.end_reason = d.get("end_reason") or ""
         self.auto_hibernate_seconds = int(d.get("auto_hibernate_seconds") or 0)
         self.lifetime = d.get("lifetime") or "sandbox"
+        self.managed_by = d.get("managed_by") or ""
         self.network = dict(d["network"]) if d.get("network") is not None else None
         self.domain = d.get("domain") or "localhost"
 
@@ -527,7 +529,7 @@ class Sandbox:
              discard_output: bool = False) -> Any:
         """Runs a command and waits for it to end; returns an ExecResult.
 
-        ``cmd`` is a string run with ``/bin/sh -c``, or a list (argv) run
+        ``cmd`` is a string run with ``bash -c`` (``/bin/sh -c`` in an image without bash), or a list (argv) run
         without a shell. Output always streams: ``on_stdout``/``on_stderr``
         get ``str`` chunks as they are produced (``*_bytes`` variants get the
         raw bytes). A non-zero exit or a timeout is not an exception (see
@@ -671,6 +673,21 @@ class Filesystem:
         """Streams a file into a binary file object (anything with
         ``write(bytes)``); returns the number of bytes. A transfer cut short
         raises APIConnectionError."""
+        n = 0
+        for b in self.read_stream(path):
+            fileobj.write(b)
+            n += len(b)
+        return n
+
+    def read_bytes(self, path: str) -> bytes:
+        """A file's contents. For large files prefer read_to."""
+        buf = io.BytesIO()
+        self.read_to(path, buf)
+        return buf.getvalue()
+
+    def read_stream(self, path: str) -> Iterator[bytes]:
+        """A file's contents as an iterator of byte chunks, streamed as they
+        arrive. A transfer cut short raises APIConnectionError."""
         resp = self._t().request("GET", self._s._path("/files"), query={"path": path},
                                  accept="application/octet-stream")
         try:
@@ -679,25 +696,29 @@ class Filesystem:
                 b = resp.read1(CHUNK)
                 if not b:
                     break
-                fileobj.write(b)
                 n += len(b)
+                yield b
             length = resp.headers.get("Content-Length")
             if length is not None and length.isdigit() and int(length) != n:
                 raise errors.APIConnectionError(f"read {path}: got {n} of {length} bytes",
                                                 request_id=resp.request_id)
-            return n
         finally:
             resp.close()
 
-    def read_bytes(self, path: str) -> bytes:
-        """A file's contents. For large files prefer read_to."""
-        buf = io.BytesIO()
-        self.read_to(path, buf)
-        return buf.getvalue()
-
-    def read(self, path: str, encoding: str = "utf-8", errors: str = "replace") -> str:
-        """A file's contents as text."""
-        return self.read_bytes(path).decode(encoding, errors)
+    def read(self, path: str, format: str = "text", encoding: str = "utf-8",
+             errors: str = "strict") -> Any:
+        """A file's contents, in E2B's formats: ``"text"`` (default) decodes
+        them — bytes that are not valid text raise UnicodeDecodeError
+        instead of coming back altered (pass ``errors="replace"`` to accept
+        that) —, ``"bytes"`` returns them as they are, ``"stream"`` as an
+        iterator of byte chunks (see read_stream)."""
+        if format == "text":
+            return self.read_bytes(path).decode(encoding, errors)
+        if format == "bytes":
+            return self.read_bytes(path)
+        if format == "stream":
+            return self.read_stream(path)
+        raise ValueError(f'read: format must be "text", "bytes" or "stream", not {format!r}')
 
     def write(self, path: str, data: Union[str, bytes, bytearray, memoryview, Any],
               mode: Union[int, str, None] = None) -> FileInfo:

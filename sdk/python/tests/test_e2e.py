@@ -95,6 +95,15 @@ class E2E(unittest.TestCase):
         sbx.filesystem.write("/tmp/bin", b"\x00\xff", mode=0o600)
         self.assertEqual(sbx.filesystem.read_to("/tmp/bin", sink), 2)
         self.assertEqual((sink.getvalue(), sbx.filesystem.stat("/tmp/bin").mode), (b"\x00\xff", 0o600))
+        # E2B's formats: bytes as they are, a stream of chunks, and text that
+        # refuses to alter bytes that are not UTF-8.
+        self.assertEqual(sbx.filesystem.read("/tmp/bin", format="bytes"), b"\x00\xff")
+        self.assertEqual(b"".join(sbx.filesystem.read("/tmp/bin", format="stream")), b"\x00\xff")
+        with self.assertRaises(UnicodeDecodeError):
+            sbx.filesystem.read("/tmp/bin")
+        self.assertEqual(sbx.filesystem.read("/tmp/bin", errors="replace"), "\x00\ufffd")
+        with self.assertRaises(ValueError):
+            sbx.filesystem.read("/tmp/bin", format="blob")
 
         p = sbx.exec("sleep 100", background=True)
         self.assertIn(p.pid, [q.pid for q in sbx.processes() if q.running])
@@ -500,6 +509,7 @@ class E2E(unittest.TestCase):
                 a, b = await asyncio.gather(sbx.exec("echo a"), sbx.filesystem.write("/tmp/f", "x"))
                 self.assertEqual((a.stdout, b.size), ("a\n", 1))
                 self.assertEqual(await sbx.filesystem.read("/tmp/f"), "x")
+                self.assertEqual([c async for c in await sbx.filesystem.read("/tmp/f", format="stream")], [b"x"])
                 self.assertIn(sbx.id, [s.id for s in await client.sandboxes.list()])
             finally:
                 await sbx.kill()

@@ -15,6 +15,11 @@ import {
 } from "./types.js";
 
 /** A sandbox's file system. Paths are absolute. Get it as `sandbox.filesystem` (or `sandbox.files`). */
+/** Options of `read`: the format of the result (E2B's names). */
+export interface ReadOptions extends RequestOptions {
+  format?: "text" | "bytes" | "blob" | "stream";
+}
+
 export class Filesystem {
   readonly #http: HttpClient;
   readonly #base: string;
@@ -107,9 +112,28 @@ export class Filesystem {
     return out;
   }
 
-  /** Returns a file's contents decoded as UTF-8 text. */
-  async read(path: string, opts: RequestOptions = {}): Promise<string> {
-    return new TextDecoder().decode(await this.readBytes(path, opts));
+  /**
+   * Returns a file's contents in one of E2B's formats: `text` (the default:
+   * UTF-8, and bytes that are not valid UTF-8 throw a TypeError instead of
+   * coming back altered), `bytes`, `blob` or `stream`.
+   */
+  read(path: string, opts?: ReadOptions & { format?: "text" }): Promise<string>;
+  read(path: string, opts: ReadOptions & { format: "bytes" }): Promise<Uint8Array>;
+  read(path: string, opts: ReadOptions & { format: "blob" }): Promise<Blob>;
+  read(path: string, opts: ReadOptions & { format: "stream" }): Promise<ReadableStream<Uint8Array>>;
+  async read(path: string, opts: ReadOptions = {}): Promise<string | Uint8Array | Blob | ReadableStream<Uint8Array>> {
+    switch (opts.format ?? "text") {
+      case "text":
+        return new TextDecoder("utf-8", { fatal: true }).decode(await this.readBytes(path, opts));
+      case "bytes":
+        return this.readBytes(path, opts);
+      case "blob":
+        return new Blob([(await this.readBytes(path, opts)) as Uint8Array<ArrayBuffer>]);
+      case "stream":
+        return this.readStream(path, opts);
+      default:
+        throw new TypeError(`read: format must be "text", "bytes", "blob" or "stream", not ${JSON.stringify(opts.format)}`);
+    }
   }
 
   /**

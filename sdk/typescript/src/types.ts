@@ -44,6 +44,11 @@ export interface SandboxInfo {
   autoHibernateSeconds: number;
   /** "sandbox", or "service": a service machine, with no TTL (its `expiresAt` is an invalid Date). */
   lifetime: Lifetime;
+  /**
+   * The platform service that owns the machine ("database:ID", "app:NAME",
+   * "function:NAME"); such a machine changes only through its service.
+   */
+  managedBy?: string;
 }
 
 /**
@@ -181,7 +186,7 @@ export interface ExecOptions extends RequestOptions {
   /**
    * Runs a program without a shell: the argv is the command followed by
    * `args` (or just `args` when the command is ""). Without `args` the
-   * command runs with `/bin/sh -c`.
+   * command runs with `bash -c` (`/bin/sh -c` in an image without bash).
    */
   args?: string[];
   env?: Record<string, string>;
@@ -476,6 +481,7 @@ export interface WireSandbox {
   volumes?: VolumeMount[];
   auto_hibernate_seconds?: number;
   lifetime?: Lifetime;
+  managed_by?: string;
 }
 
 export interface WireNetworkPolicy {
@@ -647,6 +653,7 @@ export function toSandboxInfo(w: WireSandbox): SandboxInfo {
     volumes: w.volumes ?? [],
     autoHibernateSeconds: w.auto_hibernate_seconds ?? 0,
     lifetime: w.lifetime ?? "sandbox",
+    managedBy: w.managed_by || undefined,
   };
 }
 

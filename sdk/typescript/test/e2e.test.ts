@@ -315,6 +315,14 @@ describe("against a real server", { skip }, () => {
     await fs.write("/tmp/d/sub/a.txt", new Uint8Array([0, 1, 2, 255]));
     await fs.write("/tmp/d/run.sh", "#!/bin/sh\necho ran\n", { mode: "0755" });
     assert.deepEqual(await fs.readBytes("/tmp/d/sub/a.txt"), new Uint8Array([0, 1, 2, 255]));
+    // E2B's formats; text refuses bytes that are not UTF-8 rather than altering them.
+    assert.deepEqual(await fs.read("/tmp/d/sub/a.txt", { format: "bytes" }), new Uint8Array([0, 1, 2, 255]));
+    const blob = await fs.read("/tmp/d/sub/a.txt", { format: "blob" });
+    assert.deepEqual(new Uint8Array(await blob.arrayBuffer()), new Uint8Array([0, 1, 2, 255]));
+    const chunks: number[] = [];
+    for await (const c of await fs.read("/tmp/d/sub/a.txt", { format: "stream" })) chunks.push(...c);
+    assert.deepEqual(chunks, [0, 1, 2, 255]);
+    await assert.rejects(fs.read("/tmp/d/sub/a.txt"), TypeError);
     assert.equal((await sandbox.exec("/tmp/d/run.sh")).stdout, "ran\n");
     const names = (await fs.list("/tmp/d")).map((e) => `${e.name}:${e.isDir}`);
     assert.deepEqual(names, ["run.sh:false", "sub:true"]);
