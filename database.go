@@ -26,4 +26,6 @@ type Database struct {
 	PasswordSealed string
 	DBName         string
 	CreatedAt      time.Time
+	// VolumeID is the durable volume PGDATA lives on ("" until made).
+	VolumeID string
 }

@@ -17,11 +17,13 @@ type Databases interface {
 	Delete(ctx context.Context, teamID, ref string) error
 	Hibernate(ctx context.Context, teamID, ref string) (databases.Info, error)
 	Wake(ctx context.Context, teamID, ref string) (databases.Info, error)
+	Fork(ctx context.Context, teamID, ref, name string) (databases.Info, error)
 }
 
 type createDatabaseRequest struct {
 	Name                 string `json:"name"`
 	AutoHibernateSeconds *int64 `json:"auto_hibernate_seconds"`
+	SizeMiB              int    `json:"size_mib"`
 }
 
 type databaseList struct {
@@ -50,7 +52,7 @@ func (s *Server) createDatabase(w http.ResponseWriter, r *http.Request) error {
 		return invalid("name is required")
 	}
 	p := caller(r)
-	d, err := dbs.Create(r.Context(), p.team.ID, databases.CreateParams{Name: req.Name, AutoHibernateSeconds: req.AutoHibernateSeconds})
+	d, err := dbs.Create(r.Context(), p.team.ID, databases.CreateParams{Name: req.Name, AutoHibernateSeconds: req.AutoHibernateSeconds, SizeMiB: req.SizeMiB})
 	if err != nil {
 		return err
 	}

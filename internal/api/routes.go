@@ -73,6 +73,7 @@ var routeTable = []route{
 	{"DELETE", "/v1/databases/{id}", team, (*Server).deleteDatabase},
 	{"POST", "/v1/databases/{id}/hibernate", team, (*Server).hibernateDatabase},
 	{"POST", "/v1/databases/{id}/wake", team, (*Server).wakeDatabase},
+	{"POST", "/v1/databases/{id}/fork", team, (*Server).forkDatabase},
 	{"POST", "/sql", public, (*Server).sqlOverHTTP},
 	{"OPTIONS", "/sql", public, (*Server).sqlOverHTTP},
 

@@ -69,6 +69,9 @@ func runBench(ctx context.Context, s *streams, args []string) (code int) {
 	idleWindow := p.fs.Int("idle-window", 10, "with --density: seconds over which idle CPU is measured")
 	functions := p.fs.Bool("functions", false, "instead: deploy hello-world functions and measure deploy, fresh and warm invocations (--n each), 20 at once, and --cron-runs of a per-second schedule")
 	cronRuns := p.fs.Int("cron-runs", 50, "with --functions: runs of the per-second schedule to measure (0: none)")
+	dbs := p.fs.Bool("databases", false, "instead: measure managed databases: --db-n creates until the first query, wakes, forks, and warm SQL-over-HTTP queries")
+	dbN := p.fs.Int("db-n", 5, "with --databases: creates, wakes and forks to measure")
+	dbHost := p.fs.String("db-host", "", "with --databases: where the database router listens (default: the server's host)")
 	if _, code, ok := p.parse(s, args, 0); !ok {
 		return code
 	}
@@ -85,6 +88,18 @@ func runBench(ctx context.Context, s *streams, args []string) (code int) {
 		return benchCompare(s, *compare, cur, *threshold)
 	}
 	c := p.client.client()
+	if *dbs {
+		host := *dbHost
+		if host == "" {
+			host = routerHostOf(c.BaseURL())
+		}
+		res, err := benchDatabases(ctx, c, max(*dbN, 1), host, func(f string, a ...any) { fmt.Fprintf(s.err, f+"\n", a...) })
+		if err != nil {
+			return fail(s, err)
+		}
+		printJSON(s.out, res)
+		return 0
+	}
 	if *functions {
 		res, err := benchFunctions(ctx, c, *n, *cronRuns, func(f string, a ...any) { fmt.Fprintf(s.err, f+"\n", a...) })
 		if err != nil {

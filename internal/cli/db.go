@@ -16,6 +16,7 @@ func dbCommands() []command {
 		{"rm", "delete a database, its machine and its data", runDBRemove},
 		{"hibernate", "save a database's machine to disk (a connection wakes it)", runDBHibernate},
 		{"wake", "bring a hibernated database back", runDBWake},
+		{"fork", "copy a running database into a new one and print its connection URI", runDBFork},
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/pandastack/pandastack"
-	"github.com/pandastack/pandastack/internal/sandboxes"
 )
 
 // CreateParams is a database as a user asks for it.
@@ -16,15 +15,23 @@ type CreateParams struct {
 	// client connection for that long the machine hibernates, and the
 	// next connection wakes it (nil or 0: never).
 	AutoHibernateSeconds *int64
+	// SizeMiB is the database's volume, where its data lives (0:
+	// DefaultSizeMiB); it counts against the team's disk quota.
+	SizeMiB int
 }
 
 // Create makes database p.Name for teamID and answers once a query with
 // its credentials went through the router. A taken name is EConflict; the
-// router off is EUnavailable. Whatever fails on the way is removed: no
-// record, machine or route is left.
+// router off is EUnavailable. Its data lives on a volume of its own,
+// made first. Whatever fails on the way is removed: no record, volume,
+// machine or route is left.
 func (s *Service) Create(ctx context.Context, teamID string, p CreateParams) (Info, error) {
 	name := p.Name
 	if err := checkName(name); err != nil {
+		return Info{}, err
+	}
+	size, err := checkSize(p.SizeMiB)
+	if err != nil {
 		return Info{}, err
 	}
 	if addr, _ := s.router(); addr == "" {
@@ -50,8 +57,10 @@ func (s *Service) Create(ctx context.Context, teamID string, p CreateParams) (In
 		}
 	}()
 	t0 := time.Now()
-	sb, err := s.cfg.Sandboxes.Create(ctx, teamID, sandboxes.CreateParams{Template: Template, Lifetime: string(pandastack.LifetimeService),
-		Metadata: map[string]string{"pandastack.database": d.ID}, AutoHibernateSeconds: p.AutoHibernateSeconds, ManagedBy: "database:" + d.ID})
+	if err := s.makeVolume(ctx, &d, size); err != nil {
+		return Info{}, fmt.Errorf("create database %s: %w", name, err)
+	}
+	sb, err := s.machineFor(ctx, d, p.AutoHibernateSeconds)
 	if err != nil {
 		return Info{}, fmt.Errorf("create database %s: %w", name, err)
 	}
@@ -61,7 +70,7 @@ func (s *Service) Create(ctx context.Context, teamID string, p CreateParams) (In
 	}
 	tMachine := time.Since(t0)
 	t1 := time.Now()
-	if err := s.setup(ctx, d, password); err != nil {
+	if err := s.attach(ctx, d, password); err != nil {
 		return Info{}, fmt.Errorf("create database %s: %w", name, err)
 	}
 	tSetup := time.Since(t1)

@@ -13,11 +13,13 @@
 // Records live in the store (pandastack.Database); at start every ready
 // database's route is registered again and creates a crash interrupted
 // are removed. Each database also has a pooled name, <id>-pooler, routed
-// to PgBouncer in its machine (transaction pooling). What is not here
-// yet: PGDATA on a durable volume of its own (the data lives on the
-// machine's root disk, which hibernation and server restarts keep), SQL
+// to PgBouncer in its machine (transaction pooling). PGDATA lives on a
+// durable volume of the database's own (volume.go, counted in the team's
+// disk quota); a machine that dies is restarted from it on the next
+// connection or at the server's start (revive.go). What is not here yet: SQL
 // over HTTP pooling (internal/sqlhttp opens a session per request),
-// backups, fork.
+// backups. Fork (fork.go) copies a running database, memory and volume
+// copy-on-write, into a new one with its own password.
 package databases
 
 import (
@@ -51,6 +53,8 @@ type Store interface {
 	GetDatabase(ctx context.Context, id string) (pandastack.Database, error)
 	ListDatabases(ctx context.Context, teamID string) ([]pandastack.Database, error)
 	DeleteDatabase(ctx context.Context, id string) error
+	SetDatabaseVolume(ctx context.Context, id, volumeID string) error
+	GetVolume(ctx context.Context, id string) (pandastack.Volume, error)
 	GetSandbox(ctx context.Context, id string) (pandastack.Sandbox, error)
 }
 
@@ -61,6 +65,9 @@ type Config struct {
 	// them (kill, hibernate, wake, the guest).
 	Sandboxes *sandboxes.Service
 	Engine    pandastack.Engine
+	// Forks forks a database's machine keeping its volume's copy
+	// (*sandboxes.Engine); nil: no forks.
+	Forks Forker
 	// Quotas counts a hibernated machine's memory against the team's disk.
 	Quotas  *quotas.Service
 	Secrets *secrets.Box
@@ -73,6 +80,13 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// Forker forks a running machine into one child whose copies of the
+// parent's volumes become new durable volumes named names, in order of
+// the parent's volume slots (sandboxes.Engine.ForkKeepingVolumes).
+type Forker interface {
+	ForkKeepingVolumes(ctx context.Context, id string, names []string, metadata map[string]string, managedBy string) (pandastack.Sandbox, []pandastack.Volume, error)
+}
+
 // Service creates and runs databases. Make it with New; Start it once.
 type Service struct {
 	cfg   Config
@@ -83,6 +97,8 @@ type Service struct {
 	addr    string // the database router's listening address ("" when off)
 	public  int    // the port clients are told
 	httpURL string // SQL over HTTP's URL ("" when unknown)
+	// reviving serialises restarts of each database (revive.go).
+	reviving map[string]*sync.Mutex
 }
 
 // New returns a Service for cfg.
@@ -126,9 +142,10 @@ func (s *Service) router() (addr string, port int) {
 	return s.addr, s.public
 }
 
-// Start registers the route of every ready database and removes what
+// Start registers the route of every ready database, removes what
 // creates left half done (their machine too) when the server stopped
-// under them.
+// under them, and restarts in the background every database whose
+// machine did not survive (from its volume).
 func (s *Service) Start(ctx context.Context) error {
 	all, err := s.cfg.Store.ListDatabases(ctx, "")
 	if err != nil {
@@ -144,6 +161,7 @@ func (s *Service) Start(ctx context.Context) error {
 			s.log.Error("route database", "database", d.ID, "err", err)
 		}
 	}
+	s.reviveAll(context.WithoutCancel(ctx), all)
 	return nil
 }
 
@@ -152,13 +170,14 @@ func (s *Service) Start(ctx context.Context) error {
 const PoolerSuffix = "-pooler"
 
 // routes are database d's entries in the route table: TLS ends at the
-// router, the plain stream goes to PostgreSQL in the machine (waking it),
-// or to its PgBouncer for the pooler's name.
+// router, the plain stream goes to PostgreSQL in its current machine
+// (waking it, or restarting it from its volume: revive.go), or to its
+// PgBouncer for the pooler's name.
 func (s *Service) routes(d pandastack.Database) []router.Route {
 	mk := func(label string, port int) router.Route {
 		return router.Route{Host: pgrouter.Host(label, s.cfg.Domain), Kind: router.TCP, TLS: router.Terminate,
 			ALPN:    []string{pgrouter.ALPN},
-			Backend: router.GuestPort{Guests: s.cfg.Engine, SandboxID: d.MachineID, Port: port}}
+			Backend: backend{s: s, id: d.ID, port: port}}
 	}
 	return []router.Route{mk(d.ID, Port), mk(d.ID+PoolerSuffix, pgbouncer.Port)}
 }
@@ -179,7 +198,7 @@ func (s *Service) unregister(d pandastack.Database) {
 	}
 }
 
-// discard removes what there is of d: route, machine, record. It runs
+// discard removes what there is of d: route, machine, volume, record. It runs
 // on a context of its own so a caller gone away still cleans up.
 func (s *Service) discard(ctx context.Context, d pandastack.Database) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
@@ -190,6 +209,7 @@ func (s *Service) discard(ctx context.Context, d pandastack.Database) {
 			s.log.Error("kill database machine", "database", d.ID, "machine", d.MachineID, "err", err)
 		}
 	}
+	s.dropVolume(ctx, d)
 	if err := s.cfg.Store.DeleteDatabase(ctx, d.ID); err != nil {
 		s.log.Error("delete database record", "database", d.ID, "err", err)
 	}

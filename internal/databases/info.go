@@ -32,6 +32,8 @@ type Info struct {
 	Password  string `json:"password,omitempty"`
 	Database  string `json:"database"`
 	MachineID string `json:"machine_id"`
+	// VolumeID is the durable volume its data lives on.
+	VolumeID string `json:"volume_id,omitempty"`
 	// AutoHibernateSeconds is scale to zero: with no client connection
 	// for that long the database hibernates (0: never).
 	AutoHibernateSeconds int       `json:"auto_hibernate_seconds"`
@@ -68,7 +70,7 @@ func connectionURI(user, password, host string, port int, db string) string {
 func (s *Service) info(d pandastack.Database, state, password string) Info {
 	_, port := s.router()
 	in := Info{ID: d.ID, Name: d.Name, State: state, Host: pgrouter.Host(d.ID, s.cfg.Domain), Port: port,
-		User: d.User, Database: d.DBName, MachineID: d.MachineID, CreatedAt: d.CreatedAt, HTTPURL: s.sqlURL()}
+		User: d.User, Database: d.DBName, MachineID: d.MachineID, VolumeID: d.VolumeID, CreatedAt: d.CreatedAt, HTTPURL: s.sqlURL()}
 	if password != "" {
 		in.Password = password
 		in.ConnectionURI = connectionURI(d.User, password, in.Host, port, d.DBName)

@@ -92,8 +92,8 @@ func (s *Service) List(ctx context.Context, teamID string) ([]Info, error) {
 	return out, nil
 }
 
-// Delete removes a database: its route, its machine (and with it the
-// data) and its record.
+// Delete removes a database: its route, its machine, its volume (and
+// with it the data) and its record.
 func (s *Service) Delete(ctx context.Context, teamID, ref string) error {
 	d, err := s.own(ctx, teamID, ref)
 	if err != nil {
@@ -109,10 +109,15 @@ func (s *Service) Delete(ctx context.Context, teamID, ref string) error {
 		}
 		return fmt.Errorf("delete database %s: %w", ref, err)
 	}
+	if d.VolumeID != "" {
+		if err := s.cfg.Engine.DeleteVolume(ctx, d.VolumeID); err != nil && pandastack.ErrorCode(err) != pandastack.ENotFound {
+			return fmt.Errorf("delete database %s: its volume: %w", ref, err)
+		}
+	}
 	if err := s.cfg.Store.DeleteDatabase(ctx, d.ID); err != nil {
 		return err
 	}
-	s.log.Info("database deleted", "database", d.ID, "machine", d.MachineID)
+	s.log.Info("database deleted", "database", d.ID, "machine", d.MachineID, "volume", d.VolumeID)
 	return nil
 }
 
@@ -141,11 +146,18 @@ func (s *Service) Hibernate(ctx context.Context, teamID, ref string) (Info, erro
 	return s.present(ctx, d, ""), nil
 }
 
-// Wake brings a hibernated database back.
+// Wake brings a hibernated database back, or restarts from its volume
+// one whose machine is gone.
 func (s *Service) Wake(ctx context.Context, teamID, ref string) (Info, error) {
 	d, err := s.ready(ctx, teamID, ref)
 	if err != nil {
 		return Info{}, err
+	}
+	if sb, err := s.cfg.Store.GetSandbox(ctx, d.MachineID); err == nil && !sb.State.Live() {
+		if d, err = s.revive(ctx, d); err != nil {
+			return Info{}, fmt.Errorf("wake database %s: %w", ref, err)
+		}
+		return s.present(ctx, d, ""), nil
 	}
 	if _, err := s.cfg.Engine.Wake(ctx, d.MachineID); err != nil {
 		return Info{}, fmt.Errorf("wake database %s: %w", ref, err)

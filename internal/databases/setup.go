@@ -3,6 +3,7 @@ package databases
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -51,18 +52,15 @@ func hbaSQL(hbaFile string) []string {
 	}
 }
 
-// setup configures a fresh machine for database d with password: as the
-// postgres superuser, whom the template still trusts on the machine's
-// loopback (reached through the guest agent: no psql started in the
-// guest), it makes the role, the database and PgBouncer's auth_file, then
-// turns that trust off; last it starts PgBouncer.
+// setup configures database d's machine with password: as the postgres
+// superuser, whom the template still trusts on the machine's loopback
+// (reached through the guest agent: no psql started in the guest), it
+// makes the role and the database when the cluster (on the volume) has
+// none yet — a machine restarted on its volume finds them, and its
+// role's verifier — writes PgBouncer's auth_file, then turns that trust
+// off; last it starts PgBouncer. The root disk's configuration is the
+// template's again after a restart, so all but the role runs every time.
 func (s *Service) setup(ctx context.Context, d pandastack.Database, password string) error {
-	salt := make([]byte, 16)
-	_, _ = rand.Read(salt)
-	verifier, err := scramVerifier(password, salt)
-	if err != nil {
-		return err
-	}
 	cfg, err := pgx.ParseConfig("sslmode=disable")
 	if err != nil {
 		return fmt.Errorf("setup config: %w", err)
@@ -85,7 +83,21 @@ func (s *Service) setup(ctx context.Context, d pandastack.Database, password str
 	if err := conn.QueryRow(ctx, "SHOW hba_file").Scan(&hbaFile); err != nil {
 		return fmt.Errorf("set up database: find hba_file: %w", err)
 	}
-	qs := append(setupSQL(d.User, verifier, d.DBName), poolerSQL(d.User, verifier)...)
+	var qs []string
+	var verifier string
+	err = conn.QueryRow(ctx, "SELECT coalesce(rolpassword, '') FROM pg_authid WHERE rolname = $1", d.User).Scan(&verifier)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		salt := make([]byte, 16)
+		_, _ = rand.Read(salt)
+		if verifier, err = scramVerifier(password, salt); err != nil {
+			return err
+		}
+		qs = setupSQL(d.User, verifier, d.DBName)
+	case err != nil:
+		return fmt.Errorf("set up database: find role: %w", err)
+	}
+	qs = append(qs, poolerSQL(d.User, verifier)...)
 	for _, q := range append(qs, hbaSQL(hbaFile)...) {
 		if _, err := conn.Exec(ctx, q, pgx.QueryExecModeSimpleProtocol); err != nil {
 			// The statement holds the verifier: say which step, not it.
@@ -104,23 +116,8 @@ func poolerSQL(user, verifier string) []string {
 // startPooler starts PgBouncer in d's machine as the postgres user
 // (daemonized: it keeps running in the machine, hibernation included).
 func (s *Service) startPooler(ctx context.Context, d pandastack.Database) error {
-	g, err := s.cfg.Engine.Guest(ctx, d.MachineID)
-	if err != nil {
+	if _, err := s.run(ctx, d.MachineID, "runuser", "-u", "postgres", "--", "pgbouncer", "-d", "-q", pgbouncer.Config); err != nil {
 		return fmt.Errorf("start pooler: %w", err)
-	}
-	var out strings.Builder
-	res, err := g.Exec(ctx, pandastack.ExecRequest{Args: []string{"runuser", "-u", "postgres", "--", "pgbouncer", "-d", "-q", pgbouncer.Config},
-		User: "root", Cwd: "/", TimeoutSeconds: 60}, nil, func(ev pandastack.ExecEvent) error {
-		if (ev.Type == "stdout" || ev.Type == "stderr") && out.Len() < 4096 {
-			out.Write(ev.Data)
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("start pooler: %w", err)
-	}
-	if res.ExitCode != 0 || res.TimedOut {
-		return fmt.Errorf("start pooler: exit %d: %s", res.ExitCode, strings.TrimSpace(out.String()))
 	}
 	return nil
 }

@@ -101,8 +101,11 @@ func pgxQuery(t *testing.T, cfg *pgx.ConnConfig, sql string) (string, error) {
 // router with psql and pgx; its role is no superuser but creates pgvector;
 // bad credentials, unknown names and plain text are refused with
 // PostgreSQL errors; names are unique per team and another team sees
-// nothing; hibernation keeps the data and a connection wakes it; delete
-// frees the machine and the route.
+// nothing; hibernation keeps the data and a connection wakes it; its
+// data lives on a volume of its own, so a SIGKILL of its QEMU during
+// pgbench loses no committed transaction (the next connection restarts
+// it from the volume); delete frees the machine, the volume and the
+// route.
 func TestDatabases(t *testing.T) {
 	needTemplate(t, "postgres")
 	ctx := context.Background()
@@ -137,6 +140,9 @@ func TestDatabases(t *testing.T) {
 		t.Fatalf("pooled_connection_uri %s, want %s", d.PooledConnectionURI, want)
 	}
 
+	t.Run("its data lives on a volume of its own", func(t *testing.T) {
+		checkDataOnVolume(t, c, d)
+	})
 	t.Run("psql through the router, verify-full", func(t *testing.T) {
 		if got := mustPsql(t, d, "select current_user || ' ' || current_database() || ' ' || (select rolsuper from pg_roles where rolname = current_user)"); got != "orders_owner orders false" {
 			t.Fatalf("got %q", got)
@@ -389,6 +395,9 @@ console.log(JSON.stringify({ n: rows[0].n, ok: rows[0].ok, one: a[0].one, s: b[0
 		if _, err := c.GetDatabase(ctx, "second"); !errors.Is(err, sdk.ErrNotFound) {
 			t.Fatalf("the refused database has a record: %v", err)
 		}
+		if vols, err := c.ListVolumes(ctx); err != nil || len(vols) != 1 || vols[0].ID != d.VolumeID {
+			t.Fatalf("the refused database left a volume: %+v %v", vols, err)
+		}
 	})
 	t.Run("scale to zero: with no connection it hibernates, a connection wakes it", func(t *testing.T) {
 		s, err := other.CreateDatabase(ctx, sdk.CreateDatabaseParams{Name: "sleepy", AutoHibernateSeconds: 2})
@@ -436,7 +445,13 @@ console.log(JSON.stringify({ n: rows[0].n, ok: rows[0].ok, one: a[0].one, s: b[0
 			t.Fatalf("wake by name: %+v %v", w, err)
 		}
 	})
-	t.Run("delete frees the machine and the route", func(t *testing.T) {
+	t.Run("kill -9 of its QEMU during pgbench loses no committed transaction", func(t *testing.T) {
+		d = checkKillDuringPgbench(t, c, d)
+	})
+	t.Run("fork a running database: its rows, its own password and volume", func(t *testing.T) {
+		checkFork(t, c, d)
+	})
+	t.Run("delete frees the machine, the volume and the route", func(t *testing.T) {
 		if err := c.DeleteDatabase(ctx, d.ID); err != nil {
 			t.Fatal(err)
 		}
@@ -446,6 +461,9 @@ console.log(JSON.stringify({ n: rows[0].n, ok: rows[0].ok, one: a[0].one, s: b[0
 		}
 		if sb, err := c.GetSandbox(ctx, d.MachineID); err == nil && sb.Live() {
 			t.Fatalf("machine %s still %s", sb.ID, sb.State)
+		}
+		if _, err := c.GetVolume(ctx, d.VolumeID); !errors.Is(err, sdk.ErrNotFound) {
+			t.Fatalf("volume %s after delete: %v", d.VolumeID, err)
 		}
 		_, stderr, ok := psqlRun(t, "host="+d.Host+" user=orders_owner dbname=orders sslmode=require", d.Password, "select 1")
 		if ok || !strings.Contains(stderr, "does not exist") {

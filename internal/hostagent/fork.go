@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/cowfs"
 	"github.com/pandastack/pandastack/internal/hostapi"
 	"github.com/pandastack/pandastack/internal/vmm"
 )
@@ -53,29 +55,40 @@ func (a *Agent) Fork(ctx context.Context, req hostapi.ForkRequest) ([]hostapi.Ma
 	}
 	var kids []hostapi.Machine
 	for i, childID := range req.ChildIDs {
-		cv, err := a.cfg.Driver.Restore(ctx, snap, vmm.RestoreOptions{ID: childID, Network: a.policy(parent.ID)})
+		csnap, vols := snap, req.Volumes[childID]
+		if len(vols) > 0 {
+			if csnap, err = a.keepVolumeCopies(snap, vols); err != nil {
+				return kids, fmt.Errorf("fork %s: %w", id, err)
+			}
+		}
+		cv, err := a.cfg.Driver.Restore(ctx, csnap, vmm.RestoreOptions{ID: childID, Network: a.policy(parent.ID)})
 		if err != nil {
+			a.dropVolumeFiles(vols)
 			return kids, &pandastack.Error{Code: pandastack.EUnavailable, Message: fmt.Sprintf("fork %d of %d failed", i+1, count), Err: err}
 		}
 		if err := a.inheritNetwork(ctx, parent.ID, cv.ID()); err != nil {
 			cv.Kill(context.Background())
+			a.dropVolumeFiles(vols)
 			return kids, err
 		}
 		tRestored := time.Since(t0)
 		cc, err := a.connect(ctx, cv)
 		if err != nil {
 			cv.Kill(context.Background())
+			a.dropVolumeFiles(vols)
 			return kids, &pandastack.Error{Code: pandastack.EUnavailable, Message: "a forked sandbox did not answer", Err: err}
 		}
 		now := time.Now().UTC()
 		rec := parent
 		rec.ID, rec.State, rec.CreatedAt, rec.EndedAt, rec.EndReason, rec.Seq = cv.ID(), pandastack.StateRunning, now, nil, "", 1
 		rec.ExpiresAt = parent.Lifetime.Expiry(now, parent.ExpiresAt.Sub(parent.CreatedAt))
-		rec.Volumes = nil // the children run on copies of the parent's volumes
+		rec.Volumes = vols // kept copies; else the child runs on throwaway copies
 		ks := newSandbox(rec, cv, cc)
+		ks.volumes = len(vols) > 0
 		if err := a.saveState(ks); err != nil {
 			cc.Close()
 			cv.Kill(context.Background())
+			a.dropVolumeFiles(vols)
 			return kids, fmt.Errorf("record fork: %w", err)
 		}
 		a.log.Debug("fork child ready", "sandbox", id, "child", rec.ID, "restored_ms", ms(tRestored), "ready_ms", ms(time.Since(t0)))
@@ -122,4 +135,44 @@ func (a *Agent) checkpoint(ctx context.Context, id, dir, failMsg string) (hostap
 		return rec, saveError(err, a.cfg.SnapshotDir, id, failMsg)
 	}
 	return rec, nil
+}
+
+// keepVolumeCopies makes the saved copies of a forked machine's volumes
+// durable volumes (by reflink, into each one's own volume file) and
+// returns snap with them in their slots, opened in place.
+func (a *Agent) keepVolumeCopies(snap vmm.Snapshot, vols []hostapi.VolumeAttachment) (vmm.Snapshot, error) {
+	if a.cfg.VolumeDir == "" {
+		return snap, pandastack.Errorf(pandastack.EUnavailable, "this host keeps no volumes")
+	}
+	for _, v := range vols {
+		if v.Slot < 0 || v.Slot >= vmm.VolumeSlots || !strings.HasPrefix(v.ID, "vol_") || v.ID != filepath.Base(v.ID) {
+			a.dropVolumeFiles(vols)
+			return snap, pandastack.Errorf(pandastack.EInvalid, "volume %q cannot go in slot %d", v.ID, v.Slot)
+		}
+		saved := snap.Volumes[v.Slot]
+		if saved.Path == "" {
+			a.dropVolumeFiles(vols)
+			return snap, pandastack.Errorf(pandastack.EInvalid, "the machine has no volume in slot %d to keep as %s", v.Slot, v.ID)
+		}
+		file := a.volFile(v.ID)
+		if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+			a.dropVolumeFiles(vols)
+			return snap, fmt.Errorf("keep volume copy %s: %w", v.ID, err)
+		}
+		if err := cowfs.Clone(file, saved.Path, 0o600); err != nil {
+			a.dropVolumeFiles(vols)
+			return snap, fmt.Errorf("keep volume copy %s: %w", v.ID, err)
+		}
+		snap.Volumes[v.Slot] = vmm.VolumeFile{Path: file}
+	}
+	return snap, nil
+}
+
+// dropVolumeFiles removes the files of volumes a failed fork was to keep.
+func (a *Agent) dropVolumeFiles(vols []hostapi.VolumeAttachment) {
+	for _, v := range vols {
+		if strings.HasPrefix(v.ID, "vol_") && v.ID == filepath.Base(v.ID) {
+			_ = os.RemoveAll(filepath.Dir(a.volFile(v.ID)))
+		}
+	}
 }

@@ -10,6 +10,11 @@ import (
 type ForkRequest struct {
 	ParentID string   `json:"parent_id"`
 	ChildIDs []string `json:"child_ids"`
+	// Volumes, for a child id, are new durable volumes (recorded and
+	// attached to the child by the caller) that the child's copies of the
+	// parent's volumes become, slot for slot; a child not listed runs on
+	// throwaway copies.
+	Volumes map[string][]VolumeAttachment `json:"volumes,omitempty"`
 }
 
 // DeadlineRequest moves machine ID's deadline to ExpiresAt (zero: none).

@@ -16,6 +16,9 @@ const Config = "/etc/pgbouncer/pandastack.ini"
 // client's own SCRAM keys).
 const Users = "/var/lib/postgresql/pgbouncer-users.txt"
 
+// PIDFile is where the pooler writes its process id.
+const PIDFile = "/var/lib/postgresql/pgbouncer.pid"
+
 // Port is the pooler's port on the machine's loopback.
 const Port = 6432
 
@@ -37,5 +40,5 @@ default_pool_size = 20
 max_prepared_statements = 100
 ignore_startup_parameters = extra_float_digits,options
 logfile = /var/log/postgresql/pgbouncer.log
-pidfile = /var/lib/postgresql/pgbouncer.pid
-`, Port, Users)
+pidfile = %s
+`, Port, Users, PIDFile)

@@ -18,6 +18,8 @@ type Database struct {
 	Password  string `json:"password,omitempty"` // create and get only
 	Database  string `json:"database"`
 	MachineID string `json:"machine_id"`
+	// VolumeID is the durable volume its data lives on.
+	VolumeID string `json:"volume_id,omitempty"`
 	// AutoHibernateSeconds: with no client connection for that long the
 	// database hibernates; the next connection wakes it (0: never).
 	AutoHibernateSeconds int       `json:"auto_hibernate_seconds"`
@@ -42,6 +44,9 @@ type CreateDatabaseParams struct {
 	// connection for that long the database hibernates, and the next
 	// connection wakes it.
 	AutoHibernateSeconds int `json:"auto_hibernate_seconds,omitempty"`
+	// SizeMiB is the database's volume, where its data lives (0: the
+	// server's default).
+	SizeMiB int `json:"size_mib,omitempty"`
 }
 
 // CreateDatabase makes a database and returns once a query through the
@@ -85,6 +90,19 @@ func (c *Client) HibernateDatabase(ctx context.Context, idOrName string) (*Datab
 // WakeDatabase brings a hibernated database back.
 func (c *Client) WakeDatabase(ctx context.Context, idOrName string) (*Database, error) {
 	return c.databaseCall(ctx, "POST", idOrName, "/wake")
+}
+
+// ForkDatabase copies a running database (by id or name) into a new one
+// named name: memory and data copy-on-write, the parent keeps serving.
+// The fork has its own password (the parent's does not open it) and
+// returns, like CreateDatabase, once a query through the router answered.
+func (c *Client) ForkDatabase(ctx context.Context, idOrName, name string) (*Database, error) {
+	d := &Database{}
+	body := map[string]string{"name": name}
+	if err := c.do(ctx, request{method: "POST", path: "/v1/databases/" + url.PathEscape(idOrName) + "/fork", body: body}, d); err != nil {
+		return nil, err
+	}
+	return d, nil
 }
 
 func (c *Client) databaseCall(ctx context.Context, method, idOrName, suffix string) (*Database, error) {

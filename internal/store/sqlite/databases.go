@@ -9,7 +9,7 @@ import (
 	"github.com/pandastack/pandastack"
 )
 
-const databaseColumns = `id, team_id, name, state, machine_id, db_user, password, db_name, created_at`
+const databaseColumns = `id, team_id, name, state, machine_id, db_user, password, db_name, created_at, volume_id`
 
 // CreateDatabase records a database; a name taken in the team is a
 // conflict.
@@ -21,8 +21,8 @@ func (s *Store) CreateDatabase(ctx context.Context, d pandastack.Database) error
 	if err != nil {
 		return fmt.Errorf("create database %s: %w", d.ID, err)
 	}
-	_, err = s.w.ExecContext(ctx, `INSERT INTO databases (`+databaseColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		d.ID, d.TeamID, d.Name, d.State, d.MachineID, d.User, d.PasswordSealed, d.DBName, created)
+	_, err = s.w.ExecContext(ctx, `INSERT INTO databases (`+databaseColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		d.ID, d.TeamID, d.Name, d.State, d.MachineID, d.User, d.PasswordSealed, d.DBName, created, d.VolumeID)
 	if isUniqueViolation(err) {
 		return conflict(err, "a database named %q already exists", d.Name)
 	}
@@ -37,6 +37,18 @@ func (s *Store) UpdateDatabase(ctx context.Context, id, state, machineID string)
 	res, err := s.w.ExecContext(ctx, `UPDATE databases SET state = ?, machine_id = ? WHERE id = ?`, state, machineID, id)
 	if err != nil {
 		return fmt.Errorf("update database %s: %w", id, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return notFound("database %s not found", id)
+	}
+	return nil
+}
+
+// SetDatabaseVolume records the volume a database's PGDATA lives on.
+func (s *Store) SetDatabaseVolume(ctx context.Context, id, volumeID string) error {
+	res, err := s.w.ExecContext(ctx, `UPDATE databases SET volume_id = ? WHERE id = ?`, volumeID, id)
+	if err != nil {
+		return fmt.Errorf("set volume of database %s: %w", id, err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return notFound("database %s not found", id)
@@ -94,7 +106,7 @@ func (s *Store) DeleteDatabase(ctx context.Context, id string) error {
 func scanDatabase(row rowScanner) (pandastack.Database, error) {
 	var d pandastack.Database
 	var created string
-	if err := row.Scan(&d.ID, &d.TeamID, &d.Name, &d.State, &d.MachineID, &d.User, &d.PasswordSealed, &d.DBName, &created); err != nil {
+	if err := row.Scan(&d.ID, &d.TeamID, &d.Name, &d.State, &d.MachineID, &d.User, &d.PasswordSealed, &d.DBName, &created, &d.VolumeID); err != nil {
 		return d, err
 	}
 	var err error

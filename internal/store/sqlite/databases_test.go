@@ -34,6 +34,13 @@ func TestDatabaseRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.State, d.MachineID = pandastack.DatabaseReady, "sbx_1"
+	if err := s.SetDatabaseVolume(ctx, "db-1", "vol_1"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err = s.GetDatabase(ctx, "db-1"); err != nil {
+		t.Fatal(err)
+	}
+	d.VolumeID = "vol_1"
 	if got != d {
 		t.Fatalf("got %+v, want %+v", got, d)
 	}
@@ -52,5 +59,8 @@ func TestDatabaseRecords(t *testing.T) {
 	}
 	if err := s.UpdateDatabase(ctx, "db-1", pandastack.DatabaseReady, ""); pandastack.ErrorCode(err) != pandastack.ENotFound {
 		t.Fatalf("update a deleted one: %v", err)
+	}
+	if err := s.SetDatabaseVolume(ctx, "db-1", "vol_2"); pandastack.ErrorCode(err) != pandastack.ENotFound {
+		t.Fatalf("set the volume of a deleted one: %v", err)
 	}
 }

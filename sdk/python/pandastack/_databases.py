@@ -46,6 +46,12 @@ class Databases:
     def wake(self, id_or_name: str) -> Dict[str, Any]:
         return self._c._t.call("POST", _path(id_or_name) + "/wake")
 
+    def fork(self, id_or_name: str, name: str) -> Dict[str, Any]:
+        """Copies a running database into a new one named ``name``
+        (memory and data copy-on-write; the parent keeps serving). The
+        fork has its own password; returns like create."""
+        return self._c._t.call("POST", _path(id_or_name) + "/fork", json_body={"name": name})
+
 
 def _path(id_or_name: str) -> str:
     return "/v1/databases/" + quote(id_or_name, safe="")

@@ -122,6 +122,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
                                     "connection_uri": "postgres://u:p@db-1.db.localhost:5432/" + req["name"] + "?sslmode=require"})
         if path == "/v1/databases/db-1/hibernate" and self.command == "POST":
             return self._json(200, {"id": "db-1", "state": "hibernated"})
+        if path == "/v1/databases/db-1/fork" and self.command == "POST":
+            req = json.loads(body["data"])
+            return self._json(201, {"id": "db-2", "name": req["name"], "state": "running", "password": "new"})
         if path == "/v1/volumes" and self.command == "POST":
             req = json.loads(body["data"])
             if req["size_mib"] > 1000:
@@ -298,6 +301,8 @@ class LocalServerTest(unittest.TestCase):
         with self.assertRaises(ConflictError):
             c.databases.create("taken")
         self.assertEqual(c.databases.hibernate("db-1")["state"], "hibernated")
+        f = c.databases.fork("db-1", "orders-copy")
+        self.assertEqual((f["id"], f["name"], f["password"]), ("db-2", "orders-copy", "new"))
 
     def test_volumes(self):
         c = self.client()

@@ -108,6 +108,16 @@ export class Databases {
   async wake(idOrName: string, opts: RequestOptions = {}): Promise<Database> {
     return toDatabase(await this.#http.json<WireDatabase>({ method: "POST", path: dbPath(idOrName) + "/wake", signal: opts.signal }));
   }
+
+  /**
+   * Copies a running database into a new one named `name` (memory and data copy-on-write; the
+   * parent keeps serving). The fork has its own password; resolves like create.
+   */
+  async fork(idOrName: string, name: string, opts: RequestOptions = {}): Promise<Database> {
+    return toDatabase(
+      await this.#http.json<WireDatabase>({ method: "POST", path: dbPath(idOrName) + "/fork", json: { name }, signal: opts.signal }),
+    );
+  }
 }
 
 function dbPath(idOrName: string): string {

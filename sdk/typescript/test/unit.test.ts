@@ -565,6 +565,10 @@ describe("requests", () => {
     const h = await client().databases.hibernate("orders");
     assert.equal(seen[1]!.url, "/v1/databases/orders/hibernate");
     assert.equal(h.state, "hibernated");
+    const f = await client().databases.fork("orders", "orders-copy");
+    assert.equal(seen[2]!.url, "/v1/databases/orders/fork");
+    assert.deepEqual(JSON.parse(seen[2]!.body.toString()), { name: "orders-copy" });
+    assert.equal(f.id, "db-1");
   });
 
   test("network: policy in snake_case, getHost from the server's domain", async () => {

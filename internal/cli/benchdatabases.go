@@ -1,0 +1,176 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	sdk "github.com/pandastack/pandastack/sdk/go"
+)
+
+// databasesBenchResult is what `pandastack bench --databases` prints: the
+// managed PostgreSQL product's figures, client measured through the
+// server's database router.
+type databasesBenchResult struct {
+	Accel   string `json:"accel"`
+	Machine string `json:"machine"`
+	Date    string `json:"date"`
+	N       int    `json:"n"`
+	// Create until the first query with its credentials answered through
+	// the router (the create call answers after its own such query).
+	CreateP50 float64 `json:"db_create_first_query_p50_ms"`
+	CreateP99 float64 `json:"db_create_first_query_p99_ms"`
+	// Hibernated, then connect and SELECT 1 (the wake included).
+	WakeP50 float64 `json:"db_wake_first_query_p50_ms"`
+	// Fork of a running database until its child answered a query.
+	ForkP50 float64 `json:"db_fork_p50_ms"`
+	// SQL over HTTP (POST /sql), one SELECT after a first one.
+	HTTPWarmP50 float64 `json:"db_http_warm_query_p50_ms"`
+}
+
+// benchDatabases creates n databases one after another (each removed
+// after its first query), then on one of them measures n wakes, n forks
+// and 50 warm SQL-over-HTTP queries. routerHost is where the database
+// router is dialled (the server's host).
+func benchDatabases(ctx context.Context, c *sdk.Client, n int, routerHost string, progress func(string, ...any)) (*databasesBenchResult, error) {
+	h, err := c.Health(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res := &databasesBenchResult{Accel: h.Accel, Machine: machine(), Date: time.Now().UTC().Format("2006-01-02"), N: n}
+	tag := fmt.Sprintf("%d", time.Now().UnixNano()%1e6)
+	var made []string
+	defer func() {
+		for _, id := range made {
+			_ = c.DeleteDatabase(context.WithoutCancel(ctx), id)
+		}
+	}()
+	var creates []float64
+	var keep *sdk.Database
+	progress("%d database creates, each until its first query through the router", n)
+	for i := range n {
+		t0 := time.Now()
+		d, err := c.CreateDatabase(ctx, sdk.CreateDatabaseParams{Name: fmt.Sprintf("bench-%s-%d", tag, i)})
+		if err != nil {
+			return nil, fmt.Errorf("create database: %w", err)
+		}
+		made = append(made, d.ID)
+		if err := dbQuery(ctx, d, d.Host, routerHost); err != nil {
+			return nil, err
+		}
+		creates = append(creates, ms(time.Since(t0)))
+		if keep == nil {
+			keep = d
+			continue
+		}
+		if err := c.DeleteDatabase(ctx, d.ID); err != nil {
+			return nil, err
+		}
+		made = made[:len(made)-1]
+	}
+	res.CreateP50, res.CreateP99 = pct(creates, 50), pct(creates, 99)
+	progress("%d wakes, each until the first query answered", n)
+	var wakes []float64
+	for range n {
+		if _, err := c.HibernateDatabase(ctx, keep.ID); err != nil {
+			return nil, err
+		}
+		t0 := time.Now()
+		if err := dbQuery(ctx, keep, keep.Host, routerHost); err != nil {
+			return nil, err
+		}
+		wakes = append(wakes, ms(time.Since(t0)))
+	}
+	res.WakeP50 = pct(wakes, 50)
+	progress("%d forks of a running database", n)
+	var forks []float64
+	for i := range n {
+		t0 := time.Now()
+		f, err := c.ForkDatabase(ctx, keep.ID, fmt.Sprintf("bench-%s-fork-%d", tag, i))
+		if err != nil {
+			return nil, fmt.Errorf("fork database: %w", err)
+		}
+		forks = append(forks, ms(time.Since(t0)))
+		if err := c.DeleteDatabase(ctx, f.ID); err != nil {
+			return nil, err
+		}
+	}
+	res.ForkP50 = pct(forks, 50)
+	progress("50 warm SQL-over-HTTP queries")
+	var https []float64
+	for i := range 51 {
+		t0 := time.Now()
+		if err := sqlOverHTTP(ctx, keep); err != nil {
+			return nil, err
+		}
+		if i > 0 {
+			https = append(https, ms(time.Since(t0)))
+		}
+	}
+	res.HTTPWarmP50 = pct(https, 50)
+	return res, nil
+}
+
+// dbQuery connects to d through the router at routerHost (TLS with SNI
+// sni, not verified: this measures, it does not vouch) and runs SELECT 1.
+func dbQuery(ctx context.Context, d *sdk.Database, sni, routerHost string) error {
+	cfg, err := pgx.ParseConfig(d.ConnectionURI)
+	if err != nil {
+		return fmt.Errorf("connection uri: %w", err)
+	}
+	cfg.Fallbacks = nil
+	cfg.TLSConfig = &tls.Config{ServerName: sni, InsecureSkipVerify: true} //nolint:gosec // a benchmark's own server
+	cfg.LookupFunc = func(context.Context, string) ([]string, error) { return []string{sni}, nil }
+	addr := net.JoinHostPort(routerHost, fmt.Sprint(d.Port))
+	cfg.DialFunc = func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var dl net.Dialer
+		return dl.DialContext(ctx, "tcp", addr)
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("connect to %s: %w", d.Name, err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var one int
+	if err := conn.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
+		return fmt.Errorf("query %s: %w", d.Name, err)
+	}
+	return nil
+}
+
+// sqlOverHTTP runs SELECT 1 on d over its HTTP endpoint (Neon's wire).
+func sqlOverHTTP(ctx context.Context, d *sdk.Database) error {
+	req, err := http.NewRequestWithContext(ctx, "POST", d.HTTPURL, bytes.NewReader([]byte(`{"query":"SELECT 1","params":[]}`)))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Neon-Connection-String", d.ConnectionURI)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("sql over http: %w", err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("sql over http: %s: %s", resp.Status, body)
+	}
+	return nil
+}
+
+// routerHostOf is the host of the server's base URL: where its database
+// router listens too.
+func routerHostOf(base string) string {
+	u, err := url.Parse(base)
+	if err != nil || u.Hostname() == "" {
+		return "127.0.0.1"
+	}
+	return u.Hostname()
+}
