@@ -35,6 +35,11 @@ func TestBenchFunctionsPlumbing(t *testing.T) {
 		switch key {
 		case "GET /v1/health":
 			w.Write([]byte(`{"status":"ok","accel":"tcg"}`))
+		case "POST /v1/sandboxes":
+			w.WriteHeader(201)
+			w.Write([]byte(`{"id":"sbx_1","template":"base"}`))
+		case "DELETE /v1/sandboxes/sbx_1":
+			w.WriteHeader(204)
 		case "POST /v1/functions":
 			w.WriteHeader(201)
 			w.Write([]byte(`{"name":"x","version":1}`))
@@ -64,11 +69,13 @@ func TestBenchFunctionsPlumbing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Invocations != 4 || res.PythonFreshP50 <= 0 || res.WarmP99 <= 0 || res.Parallel20Ms <= 0 || res.CronLatenessP50Ms != 100 || res.CronLatenessP99Ms != 100 {
+	if res.Invocations != 4 || res.PythonFreshP50 <= 0 || res.WarmP99 <= 0 || res.Parallel20Ms <= 0 || res.CronLatenessP50Ms != 100 || res.CronLatenessP99Ms != 100 ||
+		res.CreateFloorP50 <= 0 || res.InvokeFreshP50 != res.PythonFreshP50 || res.InvokeFreshFloorRatio != res.PythonFreshP50/res.CreateFloorP50 {
 		t.Fatalf("result: %+v", res)
 	}
-	// 3 deploys; 4 python + 4 node + 1 + 4 warm + 20 parallel invocations; all removed.
-	if calls["POST /v1/functions"] != 3 || calls["invoke"] != 33 || calls["delete function"] != 3 || calls["DELETE /v1/schedules/cron_1"] != 1 {
+	// 4 plain creates (the floor), each killed; 3 deploys; 4 python + 4 node + 1 + 4 warm + 20 parallel invocations; all removed.
+	if calls["POST /v1/functions"] != 3 || calls["invoke"] != 33 || calls["delete function"] != 3 || calls["DELETE /v1/schedules/cron_1"] != 1 ||
+		calls["POST /v1/sandboxes"] != 4 || calls["DELETE /v1/sandboxes/sbx_1"] != 4 {
 		t.Fatalf("calls: %v", calls)
 	}
 }
