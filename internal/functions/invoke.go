@@ -126,13 +126,17 @@ func (s *Service) execute(ctx context.Context, f Function, inv *Invocation, even
 	keep := false
 	defer func() {
 		// A fresh VM, or a warm one that timed out or failed, is killed:
-		// that ends the handler and every process it started.
+		// that ends the handler and every process it started. The kill
+		// runs after the answer (the invocation is recorded already);
+		// Wait waits for it.
 		if keep && s.putWarm(f.ID, v.SnapshotID, sbID, expires, v.MaxConcurrency) {
 			return
 		}
-		if err := s.cfg.Engine.Kill(context.WithoutCancel(ctx), sbID, pandastack.StateKilled); err != nil {
-			log.Error("kill invocation VM", "sandbox", sbID, "err", err)
-		}
+		s.teardown(context.WithoutCancel(ctx), log, sbID, func() {
+			if !warm {
+				s.prewarm(context.WithoutCancel(ctx), f.ID, v.SnapshotID)
+			}
+		})
 	}()
 	tStarted := time.Now()
 	defer func() {
