@@ -56,7 +56,9 @@ type shimEngine struct {
 	killed  []string
 }
 
-func (e *shimEngine) Guest(context.Context, string) (pandastack.Guest, error) { return shimGuest{}, nil }
+func (e *shimEngine) Guest(context.Context, string) (pandastack.Guest, error) {
+	return shimGuest{}, nil
+}
 
 func (e *shimEngine) Kill(_ context.Context, id string, _ pandastack.SandboxState) error {
 	<-e.release
