@@ -45,6 +45,9 @@ type functionsBenchResult struct {
 	WarmP99 float64 `json:"fn_warm_p99_ms"`
 	// 20 fresh invocations at once: until the last answered.
 	Parallel20Ms float64 `json:"fn_parallel20_ms"`
+	// How many of the 20 failed, and the first one's error.
+	Parallel20Failed int    `json:"fn_parallel20_failed"`
+	Parallel20Error  string `json:"fn_parallel20_error,omitempty"`
 	// A per-second schedule: how late runs started after their fire time.
 	CronRuns          int     `json:"cron_runs"`
 	CronLatenessP50Ms float64 `json:"cron_lateness_p50_ms"`
@@ -146,8 +149,16 @@ func benchFunctions(ctx context.Context, c *sdk.Client, n, cronRuns int, progres
 	wg.Wait()
 	res.Parallel20Ms = ms(time.Since(t0))
 	close(errs)
-	if err := <-errs; err != nil {
-		return nil, fmt.Errorf("parallel invocations: %w", err)
+	// Failures are counted, not fatal: on a loaded shared machine a burst
+	// can starve a VM past its ready timeout, and the run's other figures
+	// still stand.
+	for err := range errs {
+		if res.Parallel20Failed++; res.Parallel20Error == "" {
+			res.Parallel20Error = err.Error()
+		}
+	}
+	if res.Parallel20Failed > 0 {
+		progress("%d of the 20 parallel invocations failed: %s", res.Parallel20Failed, res.Parallel20Error)
 	}
 	if cronRuns > 0 {
 		progress("%d runs of a per-second schedule", cronRuns)
