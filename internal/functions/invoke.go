@@ -135,7 +135,8 @@ func (s *Service) execute(ctx context.Context, f Function, inv *Invocation, even
 			return
 		}
 		after := func() {
-			if !warm {
+			// Not for a function deleted meanwhile: its snapshot goes.
+			if !warm && s.gateOpen(f.ID) {
 				s.prewarm(context.WithoutCancel(ctx), f.ID, v.SnapshotID)
 			}
 		}

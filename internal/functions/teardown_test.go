@@ -194,3 +194,24 @@ func TestPrewarmKeepsTheRecentVersions(t *testing.T) {
 		t.Fatalf("after a delete: %v", c)
 	}
 }
+
+// An invocation that ends after its function was deleted prepares nothing
+// for the deleted version's snapshot.
+func TestNoPrewarmForADeletedFunction(t *testing.T) {
+	p := &prewarmCalls{}
+	eng := &shimEngine{release: make(chan struct{})}
+	s := New(Config{Store: &oneFunction{f: freshFunction("snap_a")}, Sandboxes: &vmStarter{}, Engine: eng, Prewarm: p.prewarm, PrewarmSize: 2})
+	ctx := context.Background()
+	if _, err := s.Invoke(ctx, "team_1", "hello", []byte(`{}`), InvokeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Its VM's kill is held; the function is deleted meanwhile (what
+	// Delete does to the service's state).
+	s.closeGate("fn_1")
+	s.unprewarm(ctx, "fn_1")
+	close(eng.release)
+	s.Wait()
+	if c := p.take(); len(c) != 0 {
+		t.Fatalf("prepared for a deleted function: %v", c)
+	}
+}
