@@ -13,11 +13,11 @@ import (
 	sdk "github.com/pandastack/pandastack/sdk/go"
 )
 
-// TestBenchFunctionsPlumbing runs `bench --functions`' measuring code
-// against a stand-in for the API (the real figures need a server with
-// VMs: pandastack bench --functions): it deploys, invokes, schedules and
-// cleans up what it made, and reports cron lateness from run times.
-func TestBenchFunctionsPlumbing(t *testing.T) {
+// benchStandIn is a stand-in for the API `bench --functions` drives (the
+// real figures need a server with VMs: pandastack bench --functions). Its
+// invocations past the okInvokes-th answer 503 (0: none do). It counts the
+// calls by kind.
+func benchStandIn(t *testing.T, okInvokes int) (*sdk.Client, func() map[string]int) {
 	var mu sync.Mutex
 	calls := map[string]int{}
 	fire := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -30,15 +30,26 @@ func TestBenchFunctionsPlumbing(t *testing.T) {
 			key = "delete function"
 		}
 		calls[key]++
+		n := calls[key]
 		mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
 		switch key {
 		case "GET /v1/health":
 			w.Write([]byte(`{"status":"ok","accel":"tcg"}`))
+		case "POST /v1/sandboxes":
+			w.WriteHeader(201)
+			w.Write([]byte(`{"id":"sbx_1","template":"base"}`))
+		case "DELETE /v1/sandboxes/sbx_1":
+			w.WriteHeader(204)
 		case "POST /v1/functions":
 			w.WriteHeader(201)
 			w.Write([]byte(`{"name":"x","version":1}`))
 		case "invoke":
+			if okInvokes > 0 && n > okInvokes {
+				w.WriteHeader(503)
+				w.Write([]byte(`{"code":"unavailable","message":"the sandbox did not become ready"}`))
+				return
+			}
 			w.Header().Set("X-PandaStack-Invocation-Id", "inv_1")
 			w.Write([]byte(`{"hello":"bench"}`))
 		case "POST /v1/schedules":
@@ -58,17 +69,52 @@ func TestBenchFunctionsPlumbing(t *testing.T) {
 			w.Write([]byte(`{"error":{"code":"not_found","message":"` + key + `"}}`))
 		}
 	}))
-	defer srv.Close()
+	t.Cleanup(srv.Close)
 	c := sdk.NewClient(sdk.WithBaseURL(srv.URL), sdk.WithAPIKey("pds_test"))
+	return c, func() map[string]int {
+		mu.Lock()
+		defer mu.Unlock()
+		out := map[string]int{}
+		for k, v := range calls {
+			out[k] = v
+		}
+		return out
+	}
+}
+
+// TestBenchFunctionsPlumbing runs `bench --functions`' measuring code
+// against the stand-in: it measures the floor (plain creates), deploys,
+// invokes, schedules and cleans up what it made, reports cron lateness
+// from run times and each fresh p50's ratio to the floor.
+func TestBenchFunctionsPlumbing(t *testing.T) {
+	c, calls := benchStandIn(t, 0)
 	res, err := benchFunctions(context.Background(), c, 4, 3, func(string, ...any) {})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Invocations != 4 || res.PythonFreshP50 <= 0 || res.WarmP99 <= 0 || res.Parallel20Ms <= 0 || res.CronLatenessP50Ms != 100 || res.CronLatenessP99Ms != 100 {
+	if res.Invocations != 4 || res.PythonFreshP50 <= 0 || res.WarmP99 <= 0 || res.Parallel20Ms <= 0 || res.CronLatenessP50Ms != 100 || res.CronLatenessP99Ms != 100 ||
+		res.CreateFloorP50 <= 0 || res.InvokeFreshP50 != res.PythonFreshP50 || res.InvokeFreshFloorRatio != res.PythonFreshP50/res.CreateFloorP50 || res.Parallel20Failed != 0 {
 		t.Fatalf("result: %+v", res)
 	}
-	// 3 deploys; 4 python + 4 node + 1 + 4 warm + 20 parallel invocations; all removed.
-	if calls["POST /v1/functions"] != 3 || calls["invoke"] != 33 || calls["delete function"] != 3 || calls["DELETE /v1/schedules/cron_1"] != 1 {
-		t.Fatalf("calls: %v", calls)
+	// 4 plain creates (the floor), each killed; 3 deploys; 4 python + 4
+	// node + 1 + 4 warm + 20 parallel invocations; all removed.
+	n := calls()
+	if n["POST /v1/functions"] != 3 || n["invoke"] != 33 || n["delete function"] != 3 || n["DELETE /v1/schedules/cron_1"] != 1 ||
+		n["POST /v1/sandboxes"] != 4 || n["DELETE /v1/sandboxes/sbx_1"] != 4 {
+		t.Fatalf("calls: %v", n)
+	}
+}
+
+// Parallel invocations that fail are counted with the first error; the
+// run's other figures are still reported (a loaded machine can starve a
+// burst).
+func TestBenchFunctionsCountsParallelFailures(t *testing.T) {
+	c, _ := benchStandIn(t, 13) // the sequential ones succeed, the 20 at once fail
+	res, err := benchFunctions(context.Background(), c, 4, 0, func(string, ...any) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Parallel20Failed != 20 || !strings.Contains(res.Parallel20Error, "did not become ready") || res.PythonFreshP50 <= 0 || res.InvokeFreshFloorRatio <= 0 {
+		t.Fatalf("result: %+v", res)
 	}
 }

@@ -149,16 +149,20 @@ func TestFunctions(t *testing.T) {
 		if len(ids) != 2 {
 			t.Fatalf("invocation ids not distinct: %v", ids)
 		}
-		// Each invocation's VM is gone once it answered.
-		sbs, err := c.ListSandboxes(ctx, sdk.ListParams{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, sb := range sbs {
-			if sb.Metadata["pandastack.function"] != "" {
-				t.Errorf("function VM %s still %s (metadata %v)", sb.ID, sb.State, sb.Metadata)
+		// Each invocation's VM ends right after it answered (the kill is
+		// off the answer's path).
+		eventually(t, 30*time.Second, "the invocations' VMs to end", func() bool {
+			sbs, err := c.ListSandboxes(ctx, sdk.ListParams{})
+			if err != nil {
+				return false
 			}
-		}
+			for _, sb := range sbs {
+				if sb.Metadata["pandastack.function"] != "" {
+					return false
+				}
+			}
+			return true
+		})
 	})
 
 	t.Run("a handler that raises answers 200 with the function error", func(t *testing.T) {

@@ -60,6 +60,14 @@ type Config struct {
 	MaxQueue int
 	// DeployTimeout bounds a deploy's bake (default DefaultDeployTimeout).
 	DeployTimeout time.Duration
+	// Prewarm, when set, keeps n processes ready to restore snapshot id
+	// with its memory already in place (0: drops them); see prewarm.go.
+	// PrewarmSize is that n (0: none), PrewarmVersions how many versions
+	// (the most recently deployed or invoked) keep theirs (default
+	// DefaultPrewarmVersions).
+	Prewarm         func(ctx context.Context, snapshotID string, n int) error
+	PrewarmSize     int
+	PrewarmVersions int
 }
 
 // Service deploys and invokes functions. Create it with New.
@@ -71,6 +79,11 @@ type Service struct {
 	gates map[string]*gate // by function id
 	pools map[string]*pool // warm microVMs, by function id
 	async sync.WaitGroup
+
+	teardowns sync.WaitGroup // invocation VMs being killed (teardown.go)
+	// prewarmed are the snapshots with prepared processes, the most
+	// recently invoked last (prewarm.go); guarded by mu.
+	prewarmed []prewarmedVersion
 }
 
 // New returns a Service for cfg, filling in defaults.
@@ -86,6 +99,9 @@ func New(cfg Config) *Service {
 	}
 	if cfg.DeployTimeout <= 0 {
 		cfg.DeployTimeout = DefaultDeployTimeout
+	}
+	if cfg.PrewarmVersions <= 0 {
+		cfg.PrewarmVersions = DefaultPrewarmVersions
 	}
 	return &Service{cfg: cfg, log: cfg.Logger, gates: map[string]*gate{}, pools: map[string]*pool{}}
 }
@@ -214,6 +230,11 @@ func (s *Service) Deploy(ctx context.Context, teamID string, p DeployParams) (Fu
 	}
 	s.route(f)
 	s.drainWarm(ctx, f.ID, snap.ID)
+	if v.Isolation == IsolationFresh {
+		s.prewarm(context.WithoutCancel(ctx), f.ID, snap.ID)
+	} else {
+		s.unprewarm(context.WithoutCancel(ctx), f.ID)
+	}
 	s.log.Info("function deployed", "function", f.ID, "name", f.Name, "version", f.LatestVersion, "snapshot", snap.ID)
 	return s.present(f), nil
 }
@@ -288,6 +309,7 @@ func (s *Service) Delete(ctx context.Context, teamID, name string) error {
 	}
 	s.unroute(teamID, f.Name)
 	s.drainWarm(ctx, f.ID, "")
+	s.unprewarm(ctx, f.ID)
 	for _, v := range versions {
 		s.dropSnapshot(ctx, v.SnapshotID)
 	}
@@ -312,8 +334,12 @@ func (s *Service) GetInvocation(ctx context.Context, teamID, name, id string) (I
 	return inv, err
 }
 
-// Wait waits for the asynchronous invocations in flight.
-func (s *Service) Wait() { s.async.Wait() }
+// Wait waits for the asynchronous invocations in flight and for the kills
+// of the VMs of those that ended.
+func (s *Service) Wait() {
+	s.async.Wait()
+	s.teardowns.Wait()
+}
 
 // vmLabel marks every microVM this package starts (deploys and
 // invocations), so a restart can end those a crash left behind.

@@ -64,3 +64,11 @@ func (s *Service) closeGate(fnID string) {
 		delete(s.gates, fnID)
 	}
 }
+
+// gateOpen says whether function fnID's gate is open: false once the
+// function was deleted (and before its first invocation).
+func (s *Service) gateOpen(fnID string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gates[fnID] != nil
+}

@@ -126,13 +126,28 @@ func (s *Service) execute(ctx context.Context, f Function, inv *Invocation, even
 	keep := false
 	defer func() {
 		// A fresh VM, or a warm one that timed out or failed, is killed:
-		// that ends the handler and every process it started.
+		// that ends the handler and every process it started. After a
+		// reply (the handler returned or raised) the kill runs after the
+		// answer, off its path (Wait waits for it); a timeout or a
+		// runtime that did not answer is killed before the answer says
+		// so.
 		if keep && s.putWarm(f.ID, v.SnapshotID, sbID, expires, v.MaxConcurrency) {
+			return
+		}
+		after := func() {
+			// Not for a function deleted meanwhile: its snapshot goes.
+			if !warm && s.gateOpen(f.ID) {
+				s.prewarm(context.WithoutCancel(ctx), f.ID, v.SnapshotID)
+			}
+		}
+		if inv.Status == StatusSucceeded || inv.Status == StatusFailed {
+			s.teardown(context.WithoutCancel(ctx), log, sbID, after)
 			return
 		}
 		if err := s.cfg.Engine.Kill(context.WithoutCancel(ctx), sbID, pandastack.StateKilled); err != nil {
 			log.Error("kill invocation VM", "sandbox", sbID, "err", err)
 		}
+		after()
 	}()
 	tStarted := time.Now()
 	defer func() {

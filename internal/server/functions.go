@@ -6,6 +6,7 @@ import (
 	"github.com/pandastack/pandastack/internal/api"
 	"github.com/pandastack/pandastack/internal/cron"
 	"github.com/pandastack/pandastack/internal/functions"
+	"github.com/pandastack/pandastack/internal/hostapi"
 	"github.com/pandastack/pandastack/internal/sandboxes"
 	"github.com/pandastack/pandastack/internal/templates/registry"
 )
@@ -18,10 +19,25 @@ func (s *Server) openFunctions(ctx context.Context) error {
 	engine := registry.Engine{Engine: s.engine, Registry: s.registry}
 	sbx := sandboxes.New(sandboxes.Config{Store: s.store, Engine: engine, Logger: s.log, Quotas: s.quotas})
 	s.fns = functions.New(functions.Config{Store: s.store, Sandboxes: sbx, Engine: engine, Secrets: s.secrets, Records: s.store,
-		Logger: s.log.With("component", "functions"), Routes: s.routes, Domain: s.domain(), StatusFor: api.StatusForCode})
+		Logger: s.log.With("component", "functions"), Routes: s.routes, Domain: s.domain(), StatusFor: api.StatusForCode,
+		Prewarm: s.prewarmSnapshot, PrewarmSize: s.cfg.PoolSize})
 	s.cron = cron.New(cron.Config{Store: s.store, Invoker: s.fns, Logger: s.log.With("component", "cron")})
 	if err := s.fns.RouteAll(ctx); err != nil {
 		return err
 	}
 	return s.fns.Recover(ctx)
+}
+
+// prewarmSnapshot keeps n QEMU processes prepared for snapshot id on this
+// host (0: drops them), for a function version's fresh invocations.
+func (s *Server) prewarmSnapshot(ctx context.Context, id string, n int) error {
+	ref := hostapi.SnapshotRef{ID: id}
+	if n > 0 {
+		sn, err := s.store.GetSnapshot(ctx, id)
+		if err != nil {
+			return err
+		}
+		ref = hostapi.SnapshotRef{ID: sn.ID, Template: sn.Template, TemplateID: sn.TemplateID, ObjectKey: sn.ObjectKey}
+	}
+	return s.agent.PrewarmSnapshot(ctx, ref, n)
 }

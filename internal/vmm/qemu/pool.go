@@ -22,11 +22,17 @@ type pool struct {
 	mu       sync.Mutex
 	ready    []*vm
 	filling  bool
+	dropped  bool // by dropPool: a refill keeps nothing
 }
 
-// Prewarm keeps n prepared processes for snap (0 stops refilling; what is
-// ready stays until used or Close).
+// Prewarm keeps n prepared processes for snap. A lower n than before kills
+// the ready processes above it; 0 drops the pool (snap's files may be gone
+// by then: only its Key is read).
 func (d *Driver) Prewarm(snap vmm.Snapshot, n int) {
+	if n <= 0 {
+		d.dropPool(snap.Key)
+		return
+	}
 	st, err := os.Stat(snap.Disk)
 	if err != nil {
 		d.log.Warn("prewarm: no disk", "snapshot", snap.Key, "err", err)
@@ -41,8 +47,36 @@ func (d *Driver) Prewarm(snap vmm.Snapshot, n int) {
 	d.mu.Unlock()
 	p.mu.Lock()
 	p.target = n
+	var extra []*vm
+	if len(p.ready) > n {
+		extra = append(extra, p.ready[n:]...)
+		p.ready = p.ready[:n:n]
+	}
 	p.mu.Unlock()
+	for _, v := range extra {
+		v.Kill(context.Background())
+	}
 	d.fill(p)
+}
+
+// dropPool forgets snapshot key's pool and kills what it has ready; a
+// refill under way ends after the process it is preparing, which it kills.
+func (d *Driver) dropPool(key string) {
+	d.mu.Lock()
+	p := d.pools[key]
+	delete(d.pools, key)
+	d.mu.Unlock()
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	p.target, p.dropped = 0, true
+	ready := p.ready
+	p.ready = nil
+	p.mu.Unlock()
+	for _, v := range ready {
+		v.Kill(context.Background())
+	}
 }
 
 // take hands out a prepared process for snap: one preloaded with it if
@@ -152,7 +186,7 @@ func (d *Driver) fill(p *pool) {
 			}
 			failures = 0
 			p.mu.Lock()
-			if d.ctx.Err() != nil {
+			if d.ctx.Err() != nil || p.dropped {
 				p.mu.Unlock()
 				v.Kill(context.Background())
 				continue
