@@ -272,6 +272,11 @@ type Volume struct {
 	MountPath string `json:"mount_path,omitempty"`
 	Slot      int    `json:"-"`
 	Host      string `json:"host"`
+	// ManagedBy names the platform service whose volume it is (a
+	// database's data: "database:ID"), "" for the team's own. Such a
+	// volume goes with its service's resource and attaches only to that
+	// service's machines.
+	ManagedBy string `json:"managed_by,omitempty"`
 }
 
 // VolumeMount asks for a volume (by id or name) mounted at Path in a new

@@ -152,3 +152,29 @@ func TestVolumes(t *testing.T) {
 		wantError(t, r, http.StatusInsufficientStorage, "insufficient_storage", "does not fit")
 	})
 }
+
+// A database's volume is listed with its owner, but the volume API does
+// not delete it: it goes with its database.
+func TestManagedVolumeIsNotDeletedThroughTheVolumeAPI(t *testing.T) {
+	env := apitest.Start(t)
+	ctx := context.Background()
+	teamID := decode[map[string]any](t, call(t, env, req{method: "GET", path: "/v1/quotas", key: env.Key}))["team_id"]
+	tid, _ := teamID.(string)
+	if tid == "" {
+		r := call(t, env, req{method: "POST", path: "/v1/volumes", key: env.Key, body: map[string]any{"name": "probe", "size_mib": 64}})
+		tid = decode[volume](t, r).TeamID
+	}
+	if err := env.Store.CreateVolume(ctx, pandastack.Volume{ID: "vol_db1", TeamID: tid, Name: "db-orders", SizeMiB: 1024,
+		ManagedBy: "database:db-orders"}); err != nil {
+		t.Fatal(err)
+	}
+	got := decode[map[string]any](t, call(t, env, req{method: "GET", path: "/v1/volumes/vol_db1", key: env.Key}))
+	if got["managed_by"] != "database:db-orders" {
+		t.Fatalf("GET shows managed_by %v", got["managed_by"])
+	}
+	wantError(t, call(t, env, req{method: "DELETE", path: "/v1/volumes/db-orders", key: env.Key}), http.StatusConflict, "conflict",
+		"volume db-orders holds the data of database db-orders: it goes when that database is deleted (/v1/databases/db-orders)")
+	if _, err := env.Store.GetVolume(ctx, "vol_db1"); err != nil {
+		t.Fatalf("after the refused delete: %v", err)
+	}
+}

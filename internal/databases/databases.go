@@ -68,6 +68,10 @@ type Config struct {
 	// Forks forks a database's machine keeping its volume's copy
 	// (*sandboxes.Engine); nil: no forks.
 	Forks Forker
+	// Volumes makes a database's volume marked as its own
+	// (*sandboxes.Engine), so the volume API cannot delete it and no
+	// other machine attaches it; nil: Engine makes it, unmarked.
+	Volumes VolumeMaker
 	// Quotas counts a hibernated machine's memory against the team's disk.
 	Quotas  *quotas.Service
 	Secrets *secrets.Box
@@ -85,6 +89,12 @@ type Config struct {
 // the parent's volume slots (sandboxes.Engine.ForkKeepingVolumes).
 type Forker interface {
 	ForkKeepingVolumes(ctx context.Context, id string, names []string, metadata map[string]string, managedBy string) (pandastack.Sandbox, []pandastack.Volume, error)
+}
+
+// VolumeMaker makes a platform service's volume
+// (sandboxes.Engine.CreateManagedVolume).
+type VolumeMaker interface {
+	CreateManagedVolume(ctx context.Context, teamID, name string, sizeMiB int, managedBy string) (pandastack.Volume, error)
 }
 
 // Service creates and runs databases. Make it with New; Start it once.

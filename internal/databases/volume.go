@@ -49,7 +49,13 @@ func (s *Service) makeVolume(ctx context.Context, d *pandastack.Database, sizeMi
 		}
 		defer release()
 	}
-	v, err := s.cfg.Engine.CreateVolume(ctx, d.TeamID, d.ID, sizeMiB)
+	var v pandastack.Volume
+	var err error
+	if s.cfg.Volumes != nil {
+		v, err = s.cfg.Volumes.CreateManagedVolume(ctx, d.TeamID, d.ID, sizeMiB, managedBy(d.ID))
+	} else {
+		v, err = s.cfg.Engine.CreateVolume(ctx, d.TeamID, d.ID, sizeMiB)
+	}
 	if err != nil {
 		return fmt.Errorf("create volume of database %s: %w", d.ID, err)
 	}

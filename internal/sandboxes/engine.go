@@ -105,7 +105,7 @@ func (e *Engine) Create(ctx context.Context, req pandastack.CreateRequest) (pand
 		spec.Snapshot = &hostapi.SnapshotRef{ID: sn.ID, Template: sn.Template, TemplateID: sn.TemplateID, ObjectKey: sn.ObjectKey}
 	}
 	if len(req.Volumes) > 0 {
-		vols, err := e.attachVolumes(ctx, req.TeamID, id, req.Volumes)
+		vols, err := e.attachVolumes(ctx, req.TeamID, id, req.ManagedBy, req.Volumes)
 		if err != nil {
 			return pandastack.Sandbox{}, err
 		}

@@ -53,7 +53,7 @@ func (e *Engine) ForkKeepingVolumes(ctx context.Context, id string, names []stri
 	}()
 	for i, pv := range have {
 		v := pandastack.Volume{ID: pandastack.NewID("vol_"), TeamID: parent.TeamID, Name: names[i], SizeMiB: pv.SizeMiB,
-			Host: e.cfg.Host.Name(), CreatedAt: time.Now().UTC()}
+			Host: e.cfg.Host.Name(), CreatedAt: time.Now().UTC(), ManagedBy: managedBy}
 		if err := e.cfg.Store.CreateVolume(ctx, v); err != nil {
 			return pandastack.Sandbox{}, nil, err
 		}

@@ -16,6 +16,13 @@ var volumeName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
 // on the host: EInvalid for a bad name or size, EConflict for a taken
 // name, EInsufficientStorage when the host has no room.
 func (e *Engine) CreateVolume(ctx context.Context, teamID, name string, sizeMiB int) (pandastack.Volume, error) {
+	return e.CreateManagedVolume(ctx, teamID, name, sizeMiB, "")
+}
+
+// CreateManagedVolume is CreateVolume for a platform service's volume
+// (pandastack.Volume.ManagedBy): only machines of managedBy attach it,
+// and the volume API does not delete it.
+func (e *Engine) CreateManagedVolume(ctx context.Context, teamID, name string, sizeMiB int, managedBy string) (pandastack.Volume, error) {
 	if !volumeName.MatchString(name) || strings.HasPrefix(name, "vol_") {
 		return pandastack.Volume{}, pandastack.Errorf(pandastack.EInvalid,
 			"volume name %q: use 1-63 letters, digits, '_', '.' or '-', starting with a letter or digit, not with \"vol_\"", name)
@@ -27,7 +34,7 @@ func (e *Engine) CreateVolume(ctx context.Context, teamID, name string, sizeMiB 
 		return pandastack.Volume{}, pandastack.Errorf(pandastack.EConflict, "a volume named %q already exists", name)
 	}
 	v := pandastack.Volume{ID: pandastack.NewID("vol_"), TeamID: teamID, Name: name, SizeMiB: sizeMiB,
-		Host: e.cfg.Host.Name(), CreatedAt: time.Now().UTC()}
+		Host: e.cfg.Host.Name(), CreatedAt: time.Now().UTC(), ManagedBy: managedBy}
 	if err := e.cfg.Host.CreateVolume(ctx, hostapi.VolumeSpec{ID: v.ID, SizeMiB: sizeMiB}); err != nil {
 		return pandastack.Volume{}, err
 	}
@@ -68,7 +75,7 @@ func (e *Engine) resolveVolume(ctx context.Context, teamID, ref string) (pandast
 // attachVolumes attaches a create's volumes to sandbox id, atomically each
 // (a volume in use is EConflict), and returns them as the host opens
 // them. On error nothing stays attached.
-func (e *Engine) attachVolumes(ctx context.Context, teamID, id string, mounts []pandastack.VolumeMount) ([]hostapi.VolumeAttachment, error) {
+func (e *Engine) attachVolumes(ctx context.Context, teamID, id, managedBy string, mounts []pandastack.VolumeMount) ([]hostapi.VolumeAttachment, error) {
 	if err := pandastack.CheckVolumeMounts(mounts); err != nil {
 		return nil, err
 	}
@@ -77,6 +84,10 @@ func (e *Engine) attachVolumes(ctx context.Context, teamID, id string, mounts []
 		v, err := e.resolveVolume(ctx, teamID, m.Volume)
 		if err == nil && v.Host != e.cfg.Host.Name() {
 			err = pandastack.Errorf(pandastack.EUnavailable, "volume %s is on host %s", v.Name, v.Host)
+		}
+		if err == nil && v.ManagedBy != managedBy {
+			kind, of, _ := strings.Cut(v.ManagedBy, ":")
+			err = pandastack.Errorf(pandastack.EConflict, "volume %s holds the data of %s %s and attaches only to its machines", v.Name, kind, of)
 		}
 		if err == nil {
 			err = e.cfg.Store.AttachVolume(ctx, v.ID, id, m.Path, i)

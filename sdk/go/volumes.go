@@ -17,6 +17,9 @@ type Volume struct {
 	SandboxID string    `json:"sandbox_id"` // the live sandbox it is attached to ("" when free)
 	MountPath string    `json:"mount_path,omitempty"`
 	Host      string    `json:"host"`
+	// ManagedBy names the platform service whose volume it is ("database:ID"):
+	// it attaches only to that service's machines and goes with it.
+	ManagedBy string `json:"managed_by,omitempty"`
 }
 
 // VolumeMount mounts a volume (by id or name) at Path in a new sandbox.

@@ -9,7 +9,7 @@ import (
 	"github.com/pandastack/pandastack"
 )
 
-const volumeColumns = `id, team_id, name, size_mib, host, created_at, sandbox_id, mount_path, slot`
+const volumeColumns = `id, team_id, name, size_mib, host, created_at, sandbox_id, mount_path, slot, managed_by`
 
 // CreateVolume records a volume; a taken name in the team is a conflict.
 func (s *Store) CreateVolume(ctx context.Context, v pandastack.Volume) error {
@@ -20,8 +20,8 @@ func (s *Store) CreateVolume(ctx context.Context, v pandastack.Volume) error {
 	if err != nil {
 		return fmt.Errorf("create volume %s: %w", v.ID, err)
 	}
-	_, err = s.w.ExecContext(ctx, `INSERT INTO volumes (`+volumeColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		v.ID, v.TeamID, v.Name, v.SizeMiB, v.Host, created, v.SandboxID, v.MountPath, v.Slot)
+	_, err = s.w.ExecContext(ctx, `INSERT INTO volumes (`+volumeColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		v.ID, v.TeamID, v.Name, v.SizeMiB, v.Host, created, v.SandboxID, v.MountPath, v.Slot, v.ManagedBy)
 	if isUniqueViolation(err) {
 		return conflict(err, "a volume named %q already exists", v.Name)
 	}
@@ -143,7 +143,7 @@ func (s *Store) DetachVolumes(ctx context.Context, sandboxID string) error {
 func scanVolume(row rowScanner) (pandastack.Volume, error) {
 	var v pandastack.Volume
 	var created string
-	if err := row.Scan(&v.ID, &v.TeamID, &v.Name, &v.SizeMiB, &v.Host, &created, &v.SandboxID, &v.MountPath, &v.Slot); err != nil {
+	if err := row.Scan(&v.ID, &v.TeamID, &v.Name, &v.SizeMiB, &v.Host, &created, &v.SandboxID, &v.MountPath, &v.Slot, &v.ManagedBy); err != nil {
 		return v, err
 	}
 	var err error

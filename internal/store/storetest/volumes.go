@@ -15,6 +15,7 @@ func (h *harness) volumes(t *testing.T) {
 	t.Run("RoundTripListDelete", func(t *testing.T) {
 		s := h.newStore(t)
 		a := volume("vol_a", "team_1", "one")
+		a.ManagedBy = "database:db-one" // a platform service's volume keeps its owner
 		b := volume("vol_b", "team_1", "two")
 		b.CreatedAt = at(51)
 		c := volume("vol_c", "team_2", "one") // names are per team
