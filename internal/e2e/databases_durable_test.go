@@ -34,11 +34,20 @@ func checkDataOnVolume(t *testing.T, c *sdk.Client, d *sdk.Database) {
 			vol = &vols[i]
 		}
 	}
-	if d.VolumeID == "" || vol == nil || vol.Name != d.ID || vol.SizeMiB != 1024 || vol.SandboxID != d.MachineID || vol.MountPath != "/pgdata" {
+	if d.VolumeID == "" || vol == nil || vol.Name != d.ID || vol.SizeMiB != 1024 || vol.SandboxID != d.MachineID || vol.MountPath != "/pgdata" ||
+		vol.ManagedBy != "database:"+d.ID {
 		t.Fatalf("database %s (volume %q): team's volumes %+v", d.ID, d.VolumeID, vols)
 	}
 	if sb, err := c.GetSandbox(ctx, d.MachineID); err != nil || sb.ManagedBy != "database:"+d.ID {
 		t.Fatalf("machine %s of database %s: %+v %v", d.MachineID, d.ID, sb, err)
+	}
+	// Through the sandbox and volume APIs the team sees them but cannot
+	// take them from under the database.
+	if err := c.Sandbox(d.MachineID).Kill(ctx); !errors.Is(err, sdk.ErrConflict) {
+		t.Fatalf("killing database %s's machine through the sandbox API: %v, want conflict", d.ID, err)
+	}
+	if err := c.DeleteVolume(ctx, d.VolumeID); !errors.Is(err, sdk.ErrConflict) {
+		t.Fatalf("deleting database %s's volume through the volume API: %v, want conflict", d.ID, err)
 	}
 }
 
