@@ -12,6 +12,7 @@ import (
 	"github.com/pandastack/pandastack"
 	"github.com/pandastack/pandastack/internal/guestconn"
 	"github.com/pandastack/pandastack/internal/vmm"
+	"golang.org/x/sys/unix"
 )
 
 // Catalog build steps (Def.Steps) run in a build VM, never on the host: an
@@ -74,11 +75,26 @@ func (b *Builder) stepImage(ctx context.Context, def Def, base, baseKey string, 
 // booted from it. Nothing is left at img unless every step succeeded, and
 // nothing of the VM is left at all.
 func (b *Builder) runBuildVM(ctx context.Context, def Def, base, img string, bt Boot, progress io.Writer) error {
+	sweepStepDirs(filepath.Dir(img))
 	tmp, err := os.MkdirTemp(filepath.Dir(img), ".steps-")
 	if err != nil {
 		return fmt.Errorf("create build VM dir: %w", err)
 	}
 	defer os.RemoveAll(tmp)
+	// Held while the build VM runs: sweepStepDirs leaves the directory
+	// alone (another server may share this cache).
+	// (Locked before it takes its name: a sweep never sees it unlocked.)
+	lock, err := os.OpenFile(filepath.Join(tmp, ".lock.new"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return fmt.Errorf("lock build VM dir: %w", err)
+	}
+	defer lock.Close()
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+		return fmt.Errorf("lock build VM dir: %w", err)
+	}
+	if err := os.Rename(lock.Name(), filepath.Join(tmp, ".lock")); err != nil {
+		return fmt.Errorf("lock build VM dir: %w", err)
+	}
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		return err
 	}
@@ -182,4 +198,20 @@ func (b *Builder) trustExtraCA(ctx context.Context, cl *guestconn.Client, progre
 		"CURL_CA_BUNDLE":      buildCABundle,
 		"GIT_SSL_CAINFO":      buildCABundle,
 	}, nil
+}
+
+// sweepStepDirs removes the build VM directories under dir that a killed
+// build left (a disk copy each): those whose lock nobody holds.
+func sweepStepDirs(dir string) {
+	dirs, _ := filepath.Glob(filepath.Join(dir, ".steps-*"))
+	for _, d := range dirs {
+		f, err := os.Open(filepath.Join(d, ".lock"))
+		if err != nil {
+			continue // not made yet, or being removed
+		}
+		if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil {
+			_ = os.RemoveAll(d)
+		}
+		f.Close()
+	}
 }

@@ -1,8 +1,13 @@
 package templates
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/pandastack/pandastack/internal/vmm"
+	"golang.org/x/sys/unix"
 )
 
 // The image build steps leave is cached by the image they start from and
@@ -63,4 +68,37 @@ func splitWords(s string) []string {
 		out = append(out, string(word))
 	}
 	return out
+}
+
+// A build VM directory a killed build left is swept; one whose build still
+// runs (its lock held) is not.
+func TestSweepStepDirs(t *testing.T) {
+	dir := t.TempDir()
+	left, live := filepath.Join(dir, ".steps-left"), filepath.Join(dir, ".steps-live")
+	for _, d := range []string{left, live} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, vmm.DiskFile), []byte("disk"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, ".lock"), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := os.Open(filepath.Join(live, ".lock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	sweepStepDirs(dir)
+	if _, err := os.Stat(left); err == nil {
+		t.Errorf("%s, left by a killed build, is still there", left)
+	}
+	if _, err := os.Stat(filepath.Join(live, vmm.DiskFile)); err != nil {
+		t.Errorf("the running build's directory was swept: %v", err)
+	}
 }
