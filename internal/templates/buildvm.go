@@ -102,6 +102,9 @@ func (b *Builder) runBuildVM(ctx context.Context, def Def, base, img string, bt 
 	if err := rawCopy(ctx, base, disk); err != nil {
 		return err
 	}
+	if err := os.Chmod(disk, 0o600); err != nil { // cp kept the image's 0444
+		return err
+	}
 	fi, err := os.Stat(disk)
 	if err != nil {
 		return err
