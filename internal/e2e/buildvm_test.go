@@ -92,13 +92,16 @@ func TestCatalogStepsRunInBuildVM(t *testing.T) {
 		t.Fatal(err)
 	}
 	direct, viaProc1, viaScript := filepath.Join(hostDir, "direct"), filepath.Join(hostDir, "proc1root"), filepath.Join(hostDir, "postinstall")
-	pkg := fmt.Sprintf(`{"name":"pandastack-probe","version":"1.0.0","scripts":{"postinstall":"{ id -u; cat /proc/1/comm; uname -r; } > /pandastack-postinstall; mkdir -p %s && echo touched > /proc/1/root%s"}}`,
+	pkg := fmt.Sprintf(`{"name":"pandastack-probe","version":"1.0.0","scripts":{"postinstall":"{ id -u; cat /proc/1/comm; uname -r; } > /pandastack-postinstall; mkdir -p %[1]s && echo touched > /proc/1/root%[2]s && cat %[2]s > /pandastack-postinstall-wrote"}}`,
 		hostDir, viaScript)
 	def := templates.Catalog["base"]
 	def.Name, def.Warm = "buildvm-probe", ""
 	def.Steps = []string{
 		"{ id -u; cat /proc/1/comm; uname -r; } > /pandastack-where",
-		fmt.Sprintf("mkdir -p %[1]s && echo touched > %[2]s && echo touched > /proc/1/root%[3]s", hostDir, direct, viaProc1),
+		// (The guest's /tmp is a tmpfs: what the writes left is copied to
+		// its disk to be seen in the template.)
+		fmt.Sprintf("mkdir -p %[1]s && echo touched > %[2]s && echo touched > /proc/1/root%[3]s && cat %[2]s %[3]s > /pandastack-wrote",
+			hostDir, direct, viaProc1),
 		// A local package whose install script runs where npm runs.
 		fmt.Sprintf("mkdir -p /tmp/probe && cd /tmp/probe && cat > package.json <<'EOF'\n%s\nEOF\nnpm pack --silent && npm install -g --no-audit --no-fund ./pandastack-probe-1.0.0.tgz && rm -rf /tmp/probe", pkg),
 		fmt.Sprintf("npm install -g --no-audit --no-fund %s@%s", probeNpmPackage, probeNpmVersion),
@@ -182,8 +185,8 @@ func TestCatalogStepsRunInBuildVM(t *testing.T) {
 		t.Errorf("the guest's PID 1 and kernel are the host's (%s): this test cannot tell them apart", hostID)
 	}
 	// The writes aimed at the host are in the guest.
-	if got := guestOut(fmt.Sprintf("cat %s %s %s", direct, viaProc1, viaScript)); got != "touched\ntouched\ntouched" {
-		t.Errorf("the guest's copies of the host paths hold %q", got)
+	if got := guestOut("cat /pandastack-wrote /pandastack-postinstall-wrote"); got != "touched\ntouched\ntouched" {
+		t.Errorf("the writes at host paths, read back in the build VM: %q", got)
 	}
 	// The registry install worked, and the build left no CA file or npm
 	// cache behind.
