@@ -116,6 +116,11 @@ func TestCatalogStepsRunInBuildVM(t *testing.T) {
 	}
 	t.Logf("built %s in %v (steps and bake)", tpl.ID, time.Since(t0).Round(time.Millisecond))
 	out := progress.String()
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "build steps: done") || strings.HasPrefix(l, "guest agent answered") {
+			t.Log(l)
+		}
+	}
 	for n := 1; n <= 5; n++ {
 		if !strings.Contains(out, fmt.Sprintf("[%d/5] ", n)) {
 			t.Errorf("progress lacks its [%d/5] line:\n%s", n, out)
