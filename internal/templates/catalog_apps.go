@@ -68,7 +68,8 @@ var codeInterpreter = Def{
 func init() {
 	// agent: the coding-agent CLIs. opencode's installer picks its binary
 	// by the CPU it runs on (the build VM's); guests may lack AVX2, so the
-	// baseline build is installed whatever that CPU has.
+	// baseline build is installed whatever that CPU has (under TCG the
+	// installer already links it there).
 	Catalog["agent"] = Def{
 		Name:   "agent",
 		Rootfs: guestimage.RootfsSpec{Suite: "trixie", Mirror: DebianMirror, Packages: withBase("ripgrep")},
@@ -77,7 +78,7 @@ func init() {
 			"npm install -g --no-audit --no-fund @anthropic-ai/claude-code@" + claudeCodeVersion +
 				" @openai/codex@" + codexVersion + " opencode-ai@" + opencodeVersion,
 			"d=/usr/local/lib/node_modules/opencode-ai; b=$(find /usr/local/lib/node_modules -path '*/opencode-linux-x64-baseline/bin/opencode' -type f | head -n1); " +
-				"test -n \"$b\" && cp \"$b\" $d/bin/opencode.exe",
+				"test -n \"$b\" && { [ \"$b\" -ef $d/bin/opencode.exe ] || cp \"$b\" $d/bin/opencode.exe; }",
 		},
 		CPUs: 1, MemoryMiB: 1024,
 		// Only a presence check: under TCG the first run of these large
