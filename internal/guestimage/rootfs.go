@@ -28,8 +28,11 @@ type RootfsSpec struct {
 	Mirror   string   // "http://deb.debian.org/debian"
 	Packages []string // installed after the minimal base, e.g. python3 nodejs npm git curl ca-certificates build-essential
 	// Run are shell commands run in the chroot after the packages are
-	// installed (with the network, proc, sysfs and /dev), e.g. an npm
-	// install. Pin versions: the commands, not what they fetch, are the key.
+	// installed, with proc, sysfs and /dev but no network (a namespace of
+	// their own with only loopback): they configure what Debian installed
+	// (pg_createcluster, a config file) and fetch nothing. Steps that fetch
+	// or run a package manager's code (npm) run in a build VM instead
+	// (templates.Def.Steps).
 	Run []string
 }
 

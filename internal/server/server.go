@@ -299,7 +299,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	log.Info("vm storage", "dir", cow.Dir(), "image", cow.Image(), "reserve_mib", s.reserve.Bytes()>>20)
 	s.quotas = quotas.New(quotas.Config{Store: store, Defaults: defaults, Space: s.reserve})
 	s.builder, err = templates.New(templates.Config{DataDir: cfg.DataDir, CacheDir: cfg.CacheDir, TemplateDir: filepath.Join(cow.Dir(), "templates"),
-		AgentPath: cfg.AgentPath, Logger: log})
+		AgentPath: cfg.AgentPath, Logger: log, ExtraCA: s.extraCA})
 	if err != nil {
 		return nil, err
 	}

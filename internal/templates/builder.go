@@ -38,6 +38,9 @@ type Config struct {
 	// MaxSizeVariants bounds the size variants kept of each template
 	// build (0: DefaultMaxSizeVariants; below 0: no bound).
 	MaxSizeVariants int
+	// ExtraCA is PEM the build VMs of catalog Steps trust while the steps
+	// run (the server's --extra-ca-certs: an HTTPS proxy's CA); nil: none.
+	ExtraCA []byte
 }
 
 // Builder builds templates: the host half of templates (the registry, in
@@ -181,6 +184,13 @@ func (b *Builder) Build(ctx context.Context, name string, progress io.Writer) (p
 	if !ok {
 		return pandastack.Template{}, pandastack.Errorf(pandastack.ENotFound, "no template named %q in the catalog (known: %s)", name, catalogNames())
 	}
+	return b.BuildDef(ctx, def, progress)
+}
+
+// BuildDef makes (or finds) the baked template def: Build for a recipe that
+// is not in the catalog (tests build their own).
+func (b *Builder) BuildDef(ctx context.Context, def Def, progress io.Writer) (pandastack.Template, error) {
+	name := def.Name
 	defer b.lock(name)()
 	t0 := time.Now()
 	step := func(n int, what string) { fmt.Fprintf(progress, "[%d/5] %s\n", n, what) }
@@ -220,8 +230,13 @@ func (b *Builder) Build(ctx context.Context, name string, progress io.Writer) (p
 		now := time.Now()
 		_ = os.Chtimes(img, now, now)
 	}
-	m := vmm.Machine{CPUs: def.CPUs, CPUModel: qemu.CPUModel(b.cfg.Driver.Accel()), MemoryMiB: def.MemoryMiB, Kernel: bt.Kernel.Vmlinuz, Initrd: bt.Initrd, Cmdline: qemu.KernelCmdline(b.cfg.Driver.Accel()),
-		VolumeSlots: vmm.VolumeSlots}
+	if len(def.Steps) > 0 {
+		// The image the steps leave, run in a build VM (buildvm.go).
+		if img, imgKey, err = b.stepImage(ctx, def, img, imgKey, bt, progress); err != nil {
+			return pandastack.Template{}, err
+		}
+	}
+	m := b.machine(def, bt)
 	id := hashOf("bake", fmt.Sprint(layout), imgKey, bt.InitrdKey, bt.Kernel.Package, fmt.Sprint(m.CPUs, m.CPUModel, m.MemoryMiB, m.Cmdline), string(b.cfg.Driver.Accel()), qemuVersion(), def.Warm)
 	dir := b.dir(name, id)
 	step(4, "bake (cold boot, then save the VM)")
@@ -251,6 +266,13 @@ func (b *Builder) Build(ctx context.Context, name string, progress io.Writer) (p
 	step(5, "ready")
 	fmt.Fprintf(progress, "template %s ready (%s, cold boot %.0f ms, %s)\n", name, id, rec.ColdBoot, time.Since(t0).Round(time.Millisecond))
 	return rec.Template, nil
+}
+
+// machine is what def's bake (and its build VM) boots: def's size on this
+// host's accelerator.
+func (b *Builder) machine(def Def, bt Boot) vmm.Machine {
+	return vmm.Machine{CPUs: def.CPUs, CPUModel: qemu.CPUModel(b.cfg.Driver.Accel()), MemoryMiB: def.MemoryMiB, Kernel: bt.Kernel.Vmlinuz, Initrd: bt.Initrd, Cmdline: qemu.KernelCmdline(b.cfg.Driver.Accel()),
+		VolumeSlots: vmm.VolumeSlots}
 }
 
 func catalogNames() string {

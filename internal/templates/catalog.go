@@ -29,6 +29,15 @@ type Def struct {
 	// Prepare, when set, runs in the guest before Warm and the bake (a
 	// custom template's START and READY).
 	Prepare func(ctx context.Context, cl *guestconn.Client, progress io.Writer) error
+	// Steps are shell commands run as root, in order, inside a build VM
+	// booted from the disk image (after Files are written), with network
+	// egress under the default policy and the server's extra CA
+	// certificates trusted while they run; the disk they leave is the
+	// template's image. Whatever fetches or runs a package manager's code
+	// (an npm install and its install scripts) goes here, never in
+	// Rootfs.Run (a host chroot). Pin versions: the commands, not what they
+	// fetch, are the key.
+	Steps []string
 	// Files are written into the disk image (guest path → content) after
 	// the root filesystem is built: changing one redoes the image and the
 	// bake, not the debootstrap.

@@ -67,17 +67,19 @@ var codeInterpreter = Def{
 
 func init() {
 	// agent: the coding-agent CLIs. opencode's installer picks its binary
-	// by the build host's CPU; guests may lack AVX2, so the baseline build
-	// is installed whatever the host has.
+	// by the CPU it runs on (the build VM's); guests may lack AVX2, so the
+	// baseline build is installed whatever that CPU has (under TCG the
+	// installer already links it there).
 	Catalog["agent"] = Def{
-		Name: "agent",
-		Rootfs: guestimage.RootfsSpec{Suite: "trixie", Mirror: DebianMirror, Packages: withBase("ripgrep"),
-			Run: []string{
-				"npm install -g --no-audit --no-fund @anthropic-ai/claude-code@" + claudeCodeVersion +
-					" @openai/codex@" + codexVersion + " opencode-ai@" + opencodeVersion,
-				"d=/usr/local/lib/node_modules/opencode-ai; b=$(find /usr/local/lib/node_modules -path '*/opencode-linux-x64-baseline/bin/opencode' -type f | head -n1); " +
-					"test -n \"$b\" && cp \"$b\" $d/bin/opencode.exe",
-			}},
+		Name:   "agent",
+		Rootfs: guestimage.RootfsSpec{Suite: "trixie", Mirror: DebianMirror, Packages: withBase("ripgrep")},
+		// In a build VM: npm install scripts are code from the registry.
+		Steps: []string{
+			"npm install -g --no-audit --no-fund @anthropic-ai/claude-code@" + claudeCodeVersion +
+				" @openai/codex@" + codexVersion + " opencode-ai@" + opencodeVersion,
+			"d=/usr/local/lib/node_modules/opencode-ai; b=$(find /usr/local/lib/node_modules -path '*/opencode-linux-x64-baseline/bin/opencode' -type f | head -n1); " +
+				"test -n \"$b\" && { [ \"$b\" -ef $d/bin/opencode.exe ] || cp \"$b\" $d/bin/opencode.exe; }",
+		},
 		CPUs: 1, MemoryMiB: 1024,
 		// Only a presence check: under TCG the first run of these large
 		// binaries takes longer than a bake allows.
@@ -86,13 +88,14 @@ func init() {
 	// browser: Chromium from Debian driven by playwright-core, which
 	// node's require finds from any directory.
 	Catalog["browser"] = Def{
-		Name: "browser",
-		Rootfs: guestimage.RootfsSpec{Suite: "trixie", Mirror: DebianMirror, Packages: withBase("chromium", "fonts-liberation"),
-			Run: []string{
-				"npm install -g --no-audit --no-fund playwright-core@" + playwrightCoreVersion,
-				// Debian's node looks for global modules in /usr/share/nodejs.
-				"ln -sfn /usr/local/lib/node_modules/playwright-core /usr/share/nodejs/playwright-core",
-			}},
+		Name:   "browser",
+		Rootfs: guestimage.RootfsSpec{Suite: "trixie", Mirror: DebianMirror, Packages: withBase("chromium", "fonts-liberation")},
+		// In a build VM: npm install scripts are code from the registry.
+		Steps: []string{
+			"npm install -g --no-audit --no-fund playwright-core@" + playwrightCoreVersion,
+			// Debian's node looks for global modules in /usr/share/nodejs.
+			"ln -sfn /usr/local/lib/node_modules/playwright-core /usr/share/nodejs/playwright-core",
+		},
 		CPUs: 1, MemoryMiB: 2048,
 		Warm: "test -x /usr/bin/chromium && node -e \"require('playwright-core')\"",
 	}
