@@ -27,6 +27,9 @@ import (
 const (
 	staleAfter     = 15 * time.Minute
 	imageUnusedFor = 2 * time.Hour
+	// rootfsUnusedFor: a root filesystem takes minutes to debootstrap, and
+	// the build touches it on each use.
+	rootfsUnusedFor = 3 * 24 * time.Hour
 )
 
 func sweepStale(cacheDir string) {
@@ -42,6 +45,15 @@ func sweepStale(cacheDir string) {
 			continue
 		}
 		os.RemoveAll(dir)
+	}
+	// Root filesystems are keyed by their definition (suite, packages,
+	// steps): a changed definition leaves the old tree, a GiB or two.
+	trees, _ := filepath.Glob(filepath.Join(cacheDir, "rootfs", "*"))
+	for _, tree := range trees {
+		if st, err := os.Stat(tree); err == nil && st.IsDir() && !strings.HasPrefix(filepath.Base(tree), ".") && time.Since(st.ModTime()) > rootfsUnusedFor {
+			fmt.Fprintf(os.Stderr, "e2e: removing root filesystem %s, unused for %v\n", tree, time.Since(st.ModTime()).Round(time.Hour))
+			os.RemoveAll(tree)
+		}
 	}
 	imgs, _ := filepath.Glob(filepath.Join(cacheDir, "images", "*.raw"))
 	for _, img := range imgs {

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -129,6 +130,10 @@ func BuildRootfs(ctx context.Context, cacheDir string, spec RootfsSpec, progress
 	key := spec.Key()
 	final := filepath.Join(rdir, key)
 	if fi, err := os.Stat(final); err == nil && fi.IsDir() {
+		// Its modification time says when a build last used it, for
+		// whatever prunes the cache.
+		now := time.Now()
+		_ = os.Chtimes(final, now, now)
 		progressf(progress, "rootfs: %s (cached)", final)
 		return final, nil
 	} else if err == nil {
