@@ -67,7 +67,10 @@ func run(m *testing.M) (int, error) {
 	}
 	defer os.RemoveAll(binDir)
 	for _, b := range []string{"pandastack", "pandastack-guest"} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(binDir, b), "github.com/pandastack/pandastack/cmd/"+b)
+		// -trimpath: the same source gives the same agent binary whatever
+		// directory it was cloned to, so templates baked from it stay cached
+		// across runs (the build key hashes the agent).
+		cmd := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(binDir, b), "github.com/pandastack/pandastack/cmd/"+b)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return 1, fmt.Errorf("build %s: %v\n%s", b, err, out)
