@@ -67,10 +67,11 @@ func run(m *testing.M) (int, error) {
 	}
 	defer os.RemoveAll(binDir)
 	for _, b := range []string{"pandastack", "pandastack-guest"} {
-		// -trimpath: the same source gives the same agent binary whatever
-		// directory it was cloned to, so templates baked from it stay cached
-		// across runs (the build key hashes the agent).
-		cmd := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(binDir, b), "github.com/pandastack/pandastack/cmd/"+b)
+		// -trimpath and no VCS stamp: the same source gives the same agent
+		// binary whatever directory or commit it was built from, so
+		// templates baked from it stay cached across runs (the build key
+		// hashes the agent).
+		cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-o", filepath.Join(binDir, b), "github.com/pandastack/pandastack/cmd/"+b)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return 1, fmt.Errorf("build %s: %v\n%s", b, err, out)
