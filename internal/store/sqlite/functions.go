@@ -63,7 +63,8 @@ func (s *Store) GetFunction(ctx context.Context, teamID, name string) (functions
 	return fs[0], nil
 }
 
-// ListFunctions returns team's functions (every team's for "") by name;
+// ListFunctions returns team's functions (every team's for "") by name, the
+// earliest made first among the same name (it keeps its HTTP hostname);
 // never nil.
 func (s *Store) ListFunctions(ctx context.Context, teamID string) ([]functions.Function, error) {
 	return s.listFunctions(ctx, `(? = '' OR f.team_id = ?)`, teamID, teamID)
@@ -73,7 +74,7 @@ func (s *Store) listFunctions(ctx context.Context, where string, args ...any) ([
 	rows, err := s.r.QueryContext(ctx, `SELECT f.id, f.team_id, f.name, f.latest_version, f.created_at, f.updated_at,
 		v.function_id, v.version, v.runtime, v.handler, v.env_sealed, v.timeout_ms, v.memory_mib, v.max_concurrency, v.http_public, v.isolation, v.snapshot_id, v.bundle_sha256, v.bundle_bytes, v.created_at
 		FROM functions f JOIN function_versions v ON v.function_id = f.id AND v.version = f.latest_version
-		WHERE `+where+` ORDER BY f.name`, args...)
+		WHERE `+where+` ORDER BY f.name, f.created_at, f.id`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list functions: %w", err)
 	}

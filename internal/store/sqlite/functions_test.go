@@ -72,3 +72,31 @@ func TestFunctionRecords(t *testing.T) {
 		t.Fatalf("invocation after delete: %v", err)
 	}
 }
+
+// Functions of the same name in two teams list earliest first, whatever
+// order their rows were written in: the HTTP trigger's hostname is
+// global, and the server re-registers routes in this order at start, so
+// the team that had it keeps it across restarts.
+func TestSameNamedFunctionsListEarliestFirst(t *testing.T) {
+	s, _ := openTemp(t)
+	ctx := t.Context()
+	for _, id := range []string{"team_1", "team_2"} {
+		if err := s.CreateTeam(ctx, pandastack.Team{ID: id, Name: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t0 := time.Now().UTC().Truncate(time.Millisecond)
+	later := functions.Version{Runtime: "python", Handler: "main.handler", Timeout: time.Second, MemoryMiB: 512, Isolation: "fresh", CreatedAt: t0.Add(time.Second)}
+	if _, err := s.AddFunctionVersion(ctx, "team_1", "dup", "fn_a", later); err != nil {
+		t.Fatal(err)
+	}
+	earlier := later
+	earlier.CreatedAt = t0
+	if _, err := s.AddFunctionVersion(ctx, "team_2", "dup", "fn_b", earlier); err != nil {
+		t.Fatal(err)
+	}
+	all, err := s.ListFunctions(ctx, "")
+	if err != nil || len(all) != 2 || all[0].TeamID != "team_2" || all[1].TeamID != "team_1" {
+		t.Fatalf("listed %+v %v; want team_2's (made first) before team_1's", all, err)
+	}
+}
