@@ -9,6 +9,7 @@ import (
 	"context"
 	"io"
 	"net"
+	"strings"
 	"time"
 )
 
@@ -98,6 +99,13 @@ type Sandbox struct {
 	// ("function:ID") —, "" for a sandbox of the team's own. The sandbox
 	// API lists such a machine but changes it only through its service.
 	ManagedBy string `json:"managed_by,omitempty"`
+}
+
+// SplitManagedBy splits a ManagedBy value ("database:db-orders") into the
+// service's kind and the resource's id.
+func SplitManagedBy(managedBy string) (kind, id string) {
+	kind, id, _ = strings.Cut(managedBy, ":")
+	return kind, id
 }
 
 // Lifetime is a machine's lifetime class.

@@ -134,7 +134,7 @@ func (s *Server) ownSandbox(r *http.Request) (pandastack.Sandbox, error) {
 // the sandbox API: a database, app or function keeps records of its
 // machines that a kill, exec or fork from outside would leave wrong.
 func managedError(sb pandastack.Sandbox) error {
-	kind, id, _ := strings.Cut(sb.ManagedBy, ":")
+	kind, id := pandastack.SplitManagedBy(sb.ManagedBy)
 	return pandastack.Errorf(pandastack.EConflict, "sandbox %s is a machine of %s %s: manage it through /v1/%ss/%s", sb.ID, kind, id, kind, id)
 }
 

@@ -2,7 +2,6 @@ package api
 
 import (
 	"net/http"
-	"strings"
 
 	"github.com/pandastack/pandastack"
 	"github.com/pandastack/pandastack/internal/quotas"
@@ -86,7 +85,7 @@ func (s *Server) deleteVolume(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if v.ManagedBy != "" {
-		kind, id, _ := strings.Cut(v.ManagedBy, ":")
+		kind, id := pandastack.SplitManagedBy(v.ManagedBy)
 		return pandastack.Errorf(pandastack.EConflict, "volume %s holds the data of %s %s: it goes when that %s is deleted (/v1/%ss/%s)", v.Name, kind, id, kind, kind, id)
 	}
 	if err := s.cfg.Engine.DeleteVolume(r.Context(), v.ID); err != nil {

@@ -93,14 +93,24 @@ func (s *Server) processStart(w http.ResponseWriter, r *http.Request, c *sandbox
 	// Started in the background and followed on the same guest stream:
 	// one round trip, and the process outlives a client that goes away.
 	x.Follow = true
+	s.streamExec(w, r, c, x, nil, nil, nil)
+}
+
+// streamExec runs x on the guest and streams it as envd's process events:
+// the start (after onStart, given the pid), the output, then the end
+// (after ran, called once the command is over).
+func (s *Server) streamExec(w http.ResponseWriter, r *http.Request, c *sandboxCall, x pandastack.ExecRequest, stdin io.Reader, onStart func(pid int), ran func()) {
 	var (
 		st   *stream
 		stop = make(chan struct{})
 	)
 	defer close(stop)
-	res, err := c.guest.Exec(r.Context(), x, nil, func(ev pandastack.ExecEvent) error {
+	res, err := c.guest.Exec(r.Context(), x, stdin, func(ev pandastack.ExecEvent) error {
 		switch ev.Type {
 		case "start":
+			if onStart != nil {
+				onStart(ev.PID)
+			}
 			st = newStream(w)
 			go st.keepalive(r, eventMsg{processEvent{Keepalive: &struct{}{}}}, stop)
 			return st.send(eventMsg{processEvent{Start: &startEvent{PID: ev.PID}}})
@@ -111,6 +121,9 @@ func (s *Server) processStart(w http.ResponseWriter, r *http.Request, c *sandbox
 		}
 		return nil
 	})
+	if ran != nil {
+		ran()
+	}
 	if st == nil {
 		if err == nil {
 			err = errors.New("the guest reported no start")
@@ -138,46 +151,15 @@ func (s *Server) startWithStdin(w http.ResponseWriter, r *http.Request, c *sandb
 	x.Background = false
 	pr, pw := io.Pipe()
 	defer pw.Close()
-	var (
-		st   *stream
-		key  string
-		stop = make(chan struct{})
-	)
-	defer close(stop)
-	res, err := c.guest.Exec(r.Context(), x, pr, func(ev pandastack.ExecEvent) error {
-		switch ev.Type {
-		case "start":
-			key = stdinKey(c.sb.ID, ev.PID)
-			s.stdins.Store(key, pw)
-			st = newStream(w)
-			go st.keepalive(r, eventMsg{processEvent{Keepalive: &struct{}{}}}, stop)
-			return st.send(eventMsg{processEvent{Start: &startEvent{PID: ev.PID}}})
-		case "stdout":
-			return st.send(eventMsg{processEvent{Data: &dataEvent{Stdout: ev.Data}}})
-		case "stderr":
-			return st.send(eventMsg{processEvent{Data: &dataEvent{Stderr: ev.Data}}})
+	var key string
+	s.streamExec(w, r, c, x, pr, func(pid int) {
+		key = stdinKey(c.sb.ID, pid)
+		s.stdins.Store(key, pw)
+	}, func() {
+		if key != "" {
+			s.stdins.Delete(key)
 		}
-		return nil
 	})
-	if key != "" {
-		s.stdins.Delete(key)
-	}
-	if st == nil {
-		if err == nil {
-			err = errors.New("the guest reported no start")
-		}
-		newStream(w).end(toRPCError(err))
-		return
-	}
-	if err != nil {
-		if r.Context().Err() == nil {
-			st.end(toRPCError(err))
-		}
-		return
-	}
-	if st.send(eventMsg{processEvent{End: endOf(res)}}) == nil {
-		st.end(nil)
-	}
 }
 
 func stdinKey(sandbox string, pid int) string { return sandbox + "/" + strconv.Itoa(pid) }

@@ -296,17 +296,23 @@ func (s *serverProc) tail() string {
 
 // qemuProcesses lists QEMU processes whose VM lives under dataDir.
 func qemuProcesses(dataDir string) []int {
+	return processesWhere(func(cl string) bool {
+		return strings.Contains(cl, "qemu-system") && strings.Contains(cl, dataDir+"/")
+	})
+}
+
+// processesWhere lists the pids whose command line (NUL-separated) match
+// accepts.
+func processesWhere(match func(cmdline string) bool) []int {
 	var pids []int
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
+		if err != nil || !match(string(b)) {
 			continue
 		}
-		cl := string(b)
-		if strings.Contains(cl, "qemu-system") && strings.Contains(cl, dataDir+"/") {
-			var pid int
-			fmt.Sscan(e.Name(), &pid)
+		var pid int
+		if _, err := fmt.Sscan(e.Name(), &pid); err == nil {
 			pids = append(pids, pid)
 		}
 	}

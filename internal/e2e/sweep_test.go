@@ -67,18 +67,7 @@ func sweepStale(cacheDir string) {
 // processesNaming lists the pids whose command line names dir: its server,
 // its QEMUs and their jail children.
 func processesNaming(dir string) []int {
-	var pids []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		if cl := string(b); strings.Contains(cl, dir+"/") || strings.Contains(cl, dir+"\x00") || strings.HasSuffix(cl, dir) {
-			var pid int
-			fmt.Sscan(e.Name(), &pid)
-			pids = append(pids, pid)
-		}
-	}
-	return pids
+	return processesWhere(func(cl string) bool {
+		return strings.Contains(cl, dir+"/") || strings.Contains(cl, dir+"\x00") || strings.HasSuffix(cl, dir)
+	})
 }

@@ -174,17 +174,26 @@ func pump(p *proc, outR, errR *os.File, sink func(byte, []byte) error) {
 	}
 	go func() { wg.Wait(); close(readers) }()
 	<-p.exited
+	waitDrained(readers, &last, func() {
+		mu.Lock()
+		forward.Store(false)
+		mu.Unlock()
+	})
+}
+
+// waitDrained returns when done closes (the output reached its end) or,
+// first, when the output has been silent for drainIdle since last, after
+// calling stop to stop forwarding what leftover processes still write.
+func waitDrained(done <-chan struct{}, last *atomic.Int64, stop func()) {
 	tick := time.NewTicker(drainIdle / 3)
 	defer tick.Stop()
 	for {
 		select {
-		case <-readers:
+		case <-done:
 			return
 		case <-tick.C:
 			if time.Since(time.Unix(0, last.Load())) > drainIdle {
-				mu.Lock()
-				forward.Store(false)
-				mu.Unlock()
+				stop()
 				return
 			}
 		}

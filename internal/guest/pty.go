@@ -238,19 +238,9 @@ func ptyPump(p *proc, master *os.File, sink func([]byte) error) {
 		return
 	case <-p.exited:
 	}
-	tick := time.NewTicker(drainIdle / 3)
-	defer tick.Stop()
-	for {
-		select {
-		case <-done:
-			return
-		case <-tick.C:
-			if time.Since(time.Unix(0, last.Load())) > drainIdle {
-				mu.Lock()
-				forward.Store(false)
-				mu.Unlock()
-				return
-			}
-		}
-	}
+	waitDrained(done, &last, func() {
+		mu.Lock()
+		forward.Store(false)
+		mu.Unlock()
+	})
 }

@@ -86,7 +86,7 @@ func (e *Engine) attachVolumes(ctx context.Context, teamID, id, managedBy string
 			err = pandastack.Errorf(pandastack.EUnavailable, "volume %s is on host %s", v.Name, v.Host)
 		}
 		if err == nil && v.ManagedBy != managedBy {
-			kind, of, _ := strings.Cut(v.ManagedBy, ":")
+			kind, of := pandastack.SplitManagedBy(v.ManagedBy)
 			err = pandastack.Errorf(pandastack.EConflict, "volume %s holds the data of %s %s and attaches only to its machines", v.Name, kind, of)
 		}
 		if err == nil {
