@@ -207,7 +207,13 @@ func FuzzReadJSON(f *testing.F) {
 		}
 		var ge *guestproto.Error
 		if stream[0] == guestproto.PktError && errors.As(err, &ge) {
-			p := stream[5:]
+			// The header's length bounds the payload; bytes after it
+			// belong to the next packet, which ReadJSON never reads.
+			n := int(binary.BigEndian.Uint32(stream[1:5]))
+			if n > len(stream)-5 {
+				t.Fatalf("guest error %+v decoded from a truncated packet", *ge)
+			}
+			p := stream[5 : 5+n]
 			var want guestproto.Error
 			if json.Unmarshal(p, &want) != nil || *ge != want {
 				t.Fatalf("guest error %+v from payload %q", *ge, p)
