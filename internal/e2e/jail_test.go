@@ -197,6 +197,9 @@ func TestJail(t *testing.T) {
 			if got := read("", p, "pids.max"); got == "max" || got == "" {
 				t.Errorf("pids.max = %q", got)
 			}
+			if io, err := os.ReadFile(filepath.Join("/sys/fs/cgroup", p, "io.max")); err == nil && !strings.Contains(string(io), "rbps=536870912") {
+				t.Errorf("io.max = %q of a sandbox that answered: want its read cap", io)
+			}
 		case cg["memory"] != "":
 			if got, want := read("cpu", cg["cpu"], "cpu.cfs_quota_us"), strconv.Itoa((nCPU+1)*100000); got != want {
 				t.Errorf("cpu.cfs_quota_us = %q, want %q", got, want)
@@ -204,6 +207,13 @@ func TestJail(t *testing.T) {
 			checkMem(read("memory", cg["memory"], "memory.limit_in_bytes"))
 			if got := read("pids", cg["pids"], "pids.max"); got == "max" || got == "" {
 				t.Errorf("pids.max = %q", got)
+			}
+			// The read cap is put on once the guest answers (a restore's
+			// page-ins are not the tenant's reads); this sandbox answered.
+			if cg["blkio"] != "" {
+				if got := read("blkio", cg["blkio"], "blkio.throttle.read_bps_device"); !strings.HasSuffix(got, " 536870912") {
+					t.Errorf("blkio.throttle.read_bps_device = %q of a sandbox that answered: want its read cap", got)
+				}
 			}
 		default:
 			// A host without usable cgroups runs VMs uncapped, and doctor

@@ -335,7 +335,18 @@ func (a *Agent) connect(ctx context.Context, v vmm.VM) (*guestconn.Client, error
 		}
 		return nil, err
 	}
+	if st, ok := v.(settler); ok {
+		if err := st.Settle(); err != nil {
+			a.log.Warn("vm caps after its agent answered", "vm", v.ID(), "err", err)
+		}
+	}
 	return client, nil
+}
+
+// settler is implemented by VMs with caps that hold from their guest's
+// first answer, not from the restore (the qemu driver's read cap).
+type settler interface {
+	Settle() error
 }
 
 // watch notices a VM that died on its own.

@@ -228,3 +228,36 @@ func TestRestartNeedsOnlyHostRecords(t *testing.T) {
 		t.Fatalf("guest of a killed machine: %v, want unknown", err)
 	}
 }
+
+// Every path that starts a VM puts on the caps that hold from the guest's
+// first answer (the read cap) once its agent answered, not before: a
+// restore's page-ins of the snapshot are the platform's reads.
+func TestEveryStartedVMIsSettledAfterItsAgentAnswers(t *testing.T) {
+	t.Parallel()
+	h := newTestHost(t)
+	ctx := context.Background()
+	want := func(what, id string, n int) {
+		t.Helper()
+		v := h.drv.VM(id)
+		if v == nil {
+			t.Fatalf("%s: no VM %s", what, id)
+		}
+		if after, early := v.Settled(); after != n || early != 0 {
+			t.Fatalf("%s: settled %d times after its agent answered and %d before, want %d and 0", what, after, early, n)
+		}
+	}
+	sbx := h.create(pandastack.CreateRequest{})
+	want("create", sbx.ID, 1)
+	kids, err := h.e.Fork(ctx, sbx.ID, 1)
+	if err != nil {
+		t.Fatalf("fork: %v", err)
+	}
+	want("fork child", kids[0].ID, 1)
+	if _, err := h.e.Hibernate(ctx, sbx.ID); err != nil {
+		t.Fatalf("hibernate: %v", err)
+	}
+	if _, err := h.e.Wake(ctx, sbx.ID); err != nil {
+		t.Fatalf("wake: %v", err)
+	}
+	want("wake", sbx.ID, 1)
+}

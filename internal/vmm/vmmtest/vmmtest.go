@@ -265,6 +265,30 @@ type VM struct {
 	agent  *guesttest.Agent
 	ended  bool
 	exited chan struct{}
+	// settled counts Settle calls made while a guest agent ran; early
+	// counts those made before one did.
+	settled, early int
+}
+
+// Settle records that the host put on the caps a VM takes once its guest
+// answers (the qemu driver's read cap).
+func (v *VM) Settle() error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.agent == nil {
+		v.early++
+	} else {
+		v.settled++
+	}
+	return nil
+}
+
+// Settled returns how many times Settle was called while the VM's guest
+// agent ran, and how many times before it did.
+func (v *VM) Settled() (afterAgent, early int) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.settled, v.early
 }
 
 func (v *VM) ID() string          { return v.id }
