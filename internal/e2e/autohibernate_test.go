@@ -74,8 +74,11 @@ func TestAutoHibernate(t *testing.T) {
 	// Any use wakes it, memory intact: the tmpfs file and the process's value.
 	t0 = time.Now()
 	r, err := sb.Exec(ctx, "cat /dev/shm/mark", sdk.ExecOptions{})
-	if err != nil || string(r.Stdout) != string(mark) {
-		t.Fatalf("after auto-wake: %q %v, want %q", r.Stdout, err, mark)
+	if err != nil {
+		t.Fatalf("exec after auto-hibernate: %v", err)
+	}
+	if string(r.Stdout) != string(mark) {
+		t.Fatalf("after auto-wake: %q, want %q", r.Stdout, mark)
 	}
 	t.Logf("exec on the auto-hibernated sandbox (wake + exec) took %v", time.Since(t0))
 	if got := memValue(t, sb, pid); got != v {

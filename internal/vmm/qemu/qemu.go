@@ -71,6 +71,7 @@ type Driver struct {
 
 	fills sync.WaitGroup // pool refills in flight
 	logs  sync.WaitGroup // the serial log capper
+	reaps sync.WaitGroup // hibernated VMs' processes being reaped
 	mu    sync.Mutex
 	uids  map[int]bool
 	pools map[string]*pool
@@ -119,6 +120,7 @@ func New(cfg Config) (*Driver, error) {
 	}
 	d := &Driver{cfg: cfg, log: cfg.Logger, nice: nice, uids: map[int]bool{}, pools: map[string]*pool{}}
 	d.ctx, d.stop = context.WithCancel(context.Background())
+	d.sweepReaped()
 	if cfg.MaxSerialLog == 0 {
 		cfg.MaxSerialLog = DefaultMaxSerialLog
 	}
@@ -702,6 +704,7 @@ func (d *Driver) Close() error {
 	d.stop()
 	d.fills.Wait()
 	d.logs.Wait()
+	d.reaps.Wait()
 	d.mu.Lock()
 	pools := d.pools
 	d.pools = map[string]*pool{}
