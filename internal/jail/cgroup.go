@@ -267,6 +267,25 @@ func (c *Cgroups) Sweep() {
 	}
 }
 
+// Close removes the server's group when no jail cgroup is left in it (a
+// server that leaves its VMs running keeps it: the kernel refuses). Each
+// server's group is named by its VM directory, so one left behind per
+// stopped server added up (hundreds on a CI host).
+func (c *Cgroups) Close() {
+	for _, parent := range c.dirs {
+		_ = os.Remove(parent)
+	}
+}
+
+// GroupDirs returns the server's group directories (for tests).
+func (c *Cgroups) GroupDirs() []string {
+	var dirs []string
+	for _, d := range c.dirs {
+		dirs = append(dirs, d)
+	}
+	return dirs
+}
+
 // List returns the names of the jail cgroups that exist (for tests and
 // leak checks).
 func (c *Cgroups) List() []string {

@@ -16,3 +16,12 @@ func (d *Driver) PoolReady(key string) int {
 
 // IsOurQEMU is isOurQEMU (for tests).
 var IsOurQEMU = isOurQEMU
+
+// CgroupGroupDirs are the directories of the driver's cgroup group (for
+// tests; none without a jail).
+func (d *Driver) CgroupGroupDirs() []string {
+	if d.cgroups == nil {
+		return nil
+	}
+	return d.cgroups.GroupDirs()
+}

@@ -719,6 +719,9 @@ func (d *Driver) Close() error {
 			errs = append(errs, v.Kill(context.Background()))
 		}
 	}
+	if d.cgroups != nil {
+		d.cgroups.Close()
+	}
 	return errors.Join(errs...)
 }
 

@@ -267,8 +267,14 @@ func TestPoolIsKilledOnClose(t *testing.T) {
 	d := newDriver(t, dir)
 	d.Prewarm(s, 2)
 	waitPool(t, d, s.Key, 2)
+	groups := d.CgroupGroupDirs()
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
+	}
+	for _, g := range groups {
+		if _, err := os.Stat(g); err == nil {
+			t.Errorf("the driver's cgroup group %s is left after Close", g)
+		}
 	}
 	if n := qemuPIDs(dir); n != 0 {
 		t.Fatalf("%d pooled qemu processes left after Close", n)
