@@ -93,6 +93,27 @@ func TestTeamTemplates(t *testing.T) {
 		}
 	})
 
+	t.Run("a team's templates count against its disk quota", func(t *testing.T) {
+		admin := main.client(main.admin)
+		q, err := teamB.Quotas(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := tplB.MemoryMiB + tplB.DiskMiB; q.Usage.DiskMiB < want {
+			t.Fatalf("team b holds %d MiB of disk with a %d MiB template version", q.Usage.DiskMiB, want)
+		}
+		// At its limit, a team builds no more templates.
+		limit := 1
+		if _, err := admin.SetTeamQuotas(ctx, "tpl-team-b", sdk.QuotaUpdate{MaxDiskGiB: &limit}); err != nil {
+			t.Fatal(err)
+		}
+		defer admin.SetTeamQuotas(ctx, "tpl-team-b", sdk.QuotaUpdate{Reset: []string{"max_disk_gib"}})
+		_, _, err = teamB.BuildCustomTemplate(ctx, sdk.CustomBuildParams{Name: teamWeb, Spec: []byte("FROM base\nRUN true\n")})
+		if !sdk.IsQuotaExceeded(err) || !strings.Contains(err.Error(), "max_disk_gib") {
+			t.Fatalf("a build past max_disk_gib: %v, want quota_exceeded naming max_disk_gib", err)
+		}
+	})
+
 	t.Run("catalog names are reserved", func(t *testing.T) {
 		_, _, err := teamB.BuildCustomTemplate(ctx, sdk.CustomBuildParams{Name: "base", Spec: []byte("FROM base\nRUN true\n")})
 		var apiErr *sdk.APIError

@@ -212,7 +212,8 @@ func (s *Service) count(ctx context.Context, teamID string) (Usage, error) {
 // sandbox {Sandboxes: 1, VCPUs: c, MemoryMiB: m, DiskMiB: d}, a fork of N
 // children N times that, a snapshot {Snapshots: 1, DiskMiB: its estimate},
 // a hibernate {DiskMiB: m}, a volume {Volumes: 1, DiskMiB: size}, a build
-// {Builds: 1} held for the build's whole run. After the team's limits it
+// {Builds: 1, DiskMiB: 1} held for the build's whole run (its template
+// version counts from the store once recorded). After the team's limits it
 // checks the host's storage reserve (Config.Space): below it the answer is
 // insufficient_storage, whoever asks.
 func (s *Service) Reserve(ctx context.Context, teamID string, want Usage) (release func(), err error) {

@@ -297,7 +297,11 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("storage reserve: %w", err)
 	}
 	log.Info("vm storage", "dir", cow.Dir(), "image", cow.Image(), "reserve_mib", s.reserve.Bytes()>>20)
-	s.quotas = quotas.New(quotas.Config{Store: store, Defaults: defaults, Space: s.reserve})
+	s.quotas = quotas.New(quotas.Config{Store: store, Defaults: defaults, Space: s.reserve,
+		Counters: []quotas.Counter{func(ctx context.Context, teamID string) (quotas.Usage, error) {
+			n, err := store.TemplateDiskMiB(ctx, teamID)
+			return quotas.Usage{DiskMiB: n}, err
+		}}})
 	s.builder, err = templates.New(templates.Config{DataDir: cfg.DataDir, CacheDir: cfg.CacheDir, TemplateDir: filepath.Join(cow.Dir(), "templates"),
 		AgentPath: cfg.AgentPath, Logger: log, ExtraCA: s.extraCA})
 	if err != nil {

@@ -50,7 +50,8 @@ type QuotaUsage struct {
 	VCPUs           int `json:"vcpus"`
 	MemoryMiB       int `json:"memory_mib"`
 	// DiskMiB is disk held on the host (max_disk_gib): root disks of live
-	// sandboxes at full size, hibernated ones' memory, volumes, snapshots.
+	// sandboxes at full size, hibernated ones' memory, volumes, snapshots,
+	// the team's own template versions (RAM and disk each).
 	DiskMiB int `json:"disk_mib"`
 }
 

@@ -307,3 +307,19 @@ func scanBuild(row rowScanner) (pandastack.TemplateBuild, error) {
 	b.EndedAt, err = decodeOptTime("build "+b.ID+" ended_at", ended)
 	return b, err
 }
+
+// TemplateDiskMiB is what team teamID's own template versions hold on the
+// host's disk (RAM file and root disk, at their full sizes): counted
+// against its max_disk_gib like its snapshots and volumes. The public
+// catalog (team '') is the server's, no team's.
+func (s *Store) TemplateDiskMiB(ctx context.Context, teamID string) (int, error) {
+	if teamID == "" {
+		return 0, nil
+	}
+	var n int
+	if err := s.r.QueryRowContext(ctx, `SELECT COALESCE(SUM(memory_mib + disk_mib), 0) FROM template_versions WHERE team_id = ?`,
+		teamID).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count template disk of team %s: %w", teamID, err)
+	}
+	return n, nil
+}

@@ -72,3 +72,25 @@ func TestTemplatesTableBecomesVersionOne(t *testing.T) {
 		t.Errorf("an old sandbox record reads back defaults %+v, version %d; want none", sb.Defaults, sb.TemplateVersion)
 	}
 }
+
+// A team's own template versions count toward its disk (RAM and root disk
+// of each version); another team's and the public catalog's do not.
+func TestTemplateDiskMiB(t *testing.T) {
+	s, _ := openTemp(t)
+	ctx := t.Context()
+	for _, tp := range []pandastack.Template{
+		{TeamID: "team_a", Name: "web", ID: "tpl_1", MemoryMiB: 512, DiskMiB: 2048},
+		{TeamID: "team_a", Name: "web", ID: "tpl_2", MemoryMiB: 1024, DiskMiB: 4096},
+		{TeamID: "team_b", Name: "web", ID: "tpl_3", MemoryMiB: 512, DiskMiB: 2048},
+		{TeamID: "", Name: "base", ID: "tpl_4", MemoryMiB: 512, DiskMiB: 2048},
+	} {
+		if _, err := s.AddTemplateVersion(ctx, tp, "", ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for team, want := range map[string]int{"team_a": 512 + 2048 + 1024 + 4096, "team_b": 512 + 2048, "team_c": 0, "": 0} {
+		if got, err := s.TemplateDiskMiB(ctx, team); err != nil || got != want {
+			t.Errorf("TemplateDiskMiB(%q) = %d, %v; want %d", team, got, err, want)
+		}
+	}
+}

@@ -103,7 +103,10 @@ func (r *Registry) BuildCustom(ctx context.Context, req CustomRequest, tar io.Re
 // service, else against MaxBuildsPerTeam.
 func (r *Registry) reserve(ctx context.Context, teamID string) (release func(), err error) {
 	if r.cfg.Quotas != nil {
-		return r.cfg.Quotas.Reserve(ctx, teamID, quotas.Usage{Builds: 1})
+		// A build makes a template version, which counts against the
+		// team's max_disk_gib once it is recorded: a team already at its
+		// limit builds nothing (the MiB held here is a token of that).
+		return r.cfg.Quotas.Reserve(ctx, teamID, quotas.Usage{Builds: 1, DiskMiB: 1})
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
