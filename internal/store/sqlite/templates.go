@@ -311,7 +311,7 @@ func scanBuild(row rowScanner) (pandastack.TemplateBuild, error) {
 // TemplateDiskMiB is what team teamID's own template versions hold on the
 // host's disk (RAM file and root disk, at their full sizes): counted
 // against its max_disk_gib like its snapshots and volumes. The public
-// catalog (team ”) is the server's, no team's.
+// catalog (an empty team id) is the server's, no team's.
 func (s *Store) TemplateDiskMiB(ctx context.Context, teamID string) (int, error) {
 	if teamID == "" {
 		return 0, nil
