@@ -17,9 +17,10 @@ import (
 // runner against the suite's server, configured as an E2B user would:
 // E2B_API_KEY (a key from keys create --e2b), E2B_API_URL and
 // E2B_SANDBOX_URL at the server's port, E2B_DOMAIN for getHost. See
-// testdata/e2bcompat/e2b.test.mjs for what it checks.
+// testdata/e2bcompat/e2b.test.mjs for what it checks; e2b-lifecycle.test.mjs
+// pauses at the timeout and resumes.
 func TestE2BCompat(t *testing.T) {
-	runE2BSuite(t, "e2b", "e2b.test.mjs", "e2b-2.50.test.mjs", "e2b-network.test.mjs")
+	runE2BSuite(t, "e2b", "e2b.test.mjs", "e2b-2.50.test.mjs", "e2b-network.test.mjs", "e2b-lifecycle.test.mjs")
 }
 
 // TestE2BCodeInterpreter runs the stock `@e2b/code-interpreter` package
