@@ -239,6 +239,9 @@ func (s *Server) processConnect(w http.ResponseWriter, r *http.Request, c *sandb
 		newStream(w).end(e)
 		return
 	}
+	if s.connectPty(w, r, c, pid) {
+		return
+	}
 	s.follow(w, r, c, pid)
 }
 
