@@ -173,6 +173,13 @@ func TestEnvdErrors(t *testing.T) {
 	if env2.status != 200 || !strings.Contains(env2.raw, `"unimplemented"`) || !strings.Contains(env2.raw, "StreamInput") || env2.raw[0] != 0x02 {
 		t.Fatalf("StreamInput: %d %q, want an end-stream envelope with unimplemented", env2.status, env2.raw)
 	}
+	// Connect to a pid the guest does not know: the stream ends with
+	// not_found before any start event (the SDK's connect rejects).
+	conn := do(t, env, "POST", "/process.Process/Connect", string(envelope(`{"process":{"pid":4242}}`)),
+		"E2b-Sandbox-Id", id, "X-Access-Token", token, "Content-Type", "application/connect+json")
+	if conn.status != 200 || conn.raw == "" || conn.raw[0] != 0x02 || !strings.Contains(conn.raw, `"not_found"`) {
+		t.Fatalf("Connect to an unknown pid: %d %q, want an end-stream envelope with not_found", conn.status, conn.raw)
+	}
 }
 
 func envelope(msg string) []byte {

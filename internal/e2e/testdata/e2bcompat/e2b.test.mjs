@@ -260,6 +260,8 @@ test('pty.connect: a pty whose handle was dropped is followed again by its pid',
   assert.ok(!first.includes('two-kept'), 'the dropped handle still got output')
   assert.equal(await sbx.pty.kill(h.pid), true)
   await assert.rejects(h2.wait(), (e) => e instanceof CommandExitError)
+  await assert.rejects(sbx.pty.connect(999999), (e) => e instanceof NotFoundError)
+  await assert.rejects(sbx.commands.connect(999999), (e) => e instanceof NotFoundError)
 })
 
 test('files.watchDir reports creates, writes, renames and removes', async () => {
