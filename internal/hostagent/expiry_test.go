@@ -14,7 +14,8 @@ import (
 func TestExpiryHibernatesWhenAsked(t *testing.T) {
 	t.Parallel()
 	h := newTestHost(t)
-	sbx := h.create(pandastack.CreateRequest{TTL: time.Second, OnExpiry: pandastack.OnExpiryHibernate})
+	// 2 s: time for the exec after the wake to end before its next deadline.
+	sbx := h.create(pandastack.CreateRequest{TTL: 2 * time.Second, OnExpiry: pandastack.OnExpiryHibernate})
 	plain := h.create(pandastack.CreateRequest{TTL: time.Second})
 	if sbx.OnExpiry != pandastack.OnExpiryHibernate || h.record(sbx.ID).OnExpiry != pandastack.OnExpiryHibernate {
 		t.Fatalf("on_expiry not recorded: %q", h.record(sbx.ID).OnExpiry)
