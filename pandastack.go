@@ -99,6 +99,9 @@ type Sandbox struct {
 	// ("function:ID") —, "" for a sandbox of the team's own. The sandbox
 	// API lists such a machine but changes it only through its service.
 	ManagedBy string `json:"managed_by,omitempty"`
+	// OnExpiry is what its TTL's end does: "" ends it, OnExpiryHibernate
+	// hibernates it (its deadline is then cleared until it is woken).
+	OnExpiry OnExpiry `json:"on_expiry,omitempty"`
 }
 
 // SplitManagedBy splits a ManagedBy value ("database:db-orders") into the
@@ -488,6 +491,8 @@ type CreateRequest struct {
 	// ManagedBy is the owning service of a platform machine (see
 	// Sandbox.ManagedBy).
 	ManagedBy string
+	// OnExpiry is what the TTL's end does (Sandbox.OnExpiry).
+	OnExpiry OnExpiry
 }
 
 // Guest is the live connection to one sandbox's guest agent.

@@ -29,6 +29,8 @@ type createSandboxRequest struct {
 	// Lifetime is "sandbox" (the default) or "service" (see
 	// pandastack.LifetimeService; machines.go).
 	Lifetime string `json:"lifetime"`
+	// OnExpiry is "kill" (the default) or "hibernate" (pandastack.OnExpiry).
+	OnExpiry string `json:"on_expiry"`
 }
 
 type ttlRequest struct {
@@ -54,7 +56,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 		Template: strings.TrimSpace(req.Template), Snapshot: req.Snapshot, Lifetime: req.Lifetime,
 		TTLSeconds: req.TTLSeconds, AutoHibernateSeconds: req.AutoHibernateSeconds,
 		Metadata: req.Metadata, Env: req.Env, CPUs: req.CPUs, MemoryMiB: req.MemoryMiB, DiskGiB: req.DiskGiB,
-		Network: req.Network, Volumes: req.Volumes,
+		Network: req.Network, Volumes: req.Volumes, OnExpiry: req.OnExpiry,
 	})
 	if err != nil {
 		return err // the service says what it was doing

@@ -88,11 +88,13 @@ func TestUsage(t *testing.T) {
 
 func TestSandboxCreateAndList(t *testing.T) {
 	env := apitest.Start(t)
-	id := createSandbox(t, env, "--template", "base", "--ttl", "120", "--meta", "job=7", "--meta", "owner=ci", "--env", "A=1", "--auto-hibernate", "30s")
+	id := createSandbox(t, env, "--template", "base", "--ttl", "120", "--meta", "job=7", "--meta", "owner=ci", "--env", "A=1", "--auto-hibernate", "30s",
+		"--on-expiry", "hibernate")
 	if !strings.HasPrefix(id, "sb_") {
 		t.Fatalf("create printed %q", id)
 	}
-	if sb, err := env.Store.GetSandbox(context.Background(), id); err != nil || sb.Metadata["owner"] != "ci" || sb.Env["A"] != "1" || sb.AutoHibernateSeconds != 30 {
+	if sb, err := env.Store.GetSandbox(context.Background(), id); err != nil || sb.Metadata["owner"] != "ci" || sb.Env["A"] != "1" || sb.AutoHibernateSeconds != 30 ||
+		sb.OnExpiry != "hibernate" {
 		t.Fatalf("stored %+v, %v", sb, err)
 	}
 	other := createSandbox(t, env)

@@ -47,6 +47,7 @@ func runSandboxCreate(ctx context.Context, s *streams, args []string) int {
 	p.fs.Var(volumeFlag{&mounts}, "volume", "mount a durable volume, `NAME:/path` (repeatable, at most 2)")
 	var idle secondsFlag
 	p.fs.Var(&idle, "auto-hibernate", "hibernate after this long without exec, file, port or run_code use (`30s` or seconds; default never)")
+	onExpiry := p.fs.String("on-expiry", "", "what the TTL's end does: kill (default) or hibernate (it sleeps until woken or killed)")
 	nf := p.networkFlags()
 	if _, code, ok := p.parse(s, args, 0); !ok {
 		return code
@@ -61,7 +62,7 @@ func runSandboxCreate(ctx context.Context, s *streams, args []string) int {
 	}
 	sb, err := p.client.client().CreateSandbox(ctx, sdk.CreateSandboxParams{
 		Template: tpl, Snapshot: *snapshot, TTLSeconds: *ttl, Metadata: meta, Env: env, CPUs: *cpus, MemoryMiB: *mem, DiskGiB: *disk,
-		Network: policy, AutoHibernateSeconds: int(idle), Volumes: mounts, Lifetime: *lifetime,
+		Network: policy, AutoHibernateSeconds: int(idle), Volumes: mounts, Lifetime: *lifetime, OnExpiry: *onExpiry,
 	})
 	if err != nil {
 		return fail(s, err)

@@ -155,6 +155,7 @@ type detailJSON struct {
 	EnvdVersion     string            `json:"envdVersion"`
 	EnvdAccessToken string            `json:"envdAccessToken,omitempty"`
 	Domain          *string           `json:"domain"`
+	Lifecycle       *lifecycleJSON    `json:"lifecycle,omitempty"`
 }
 
 func (s *Server) present(sb pandastack.Sandbox) sandboxJSON {
@@ -164,10 +165,11 @@ func (s *Server) present(sb pandastack.Sandbox) sandboxJSON {
 
 func (s *Server) detail(sb pandastack.Sandbox, withToken bool) detailJSON {
 	d := detailJSON{TemplateID: sb.Template, Alias: e2bAlias(sb.Template), SandboxID: s.e2bID(sb.ID), ClientID: "pandastack",
-		StartedAt: sb.CreatedAt, EndAt: sb.ExpiresAt, CPUCount: sb.CPUs, MemoryMB: sb.MemoryMiB, DiskSizeMB: sb.DiskMiB,
+		StartedAt: sb.CreatedAt, EndAt: endAt(sb), CPUCount: sb.CPUs, MemoryMB: sb.MemoryMiB, DiskSizeMB: sb.DiskMiB,
 		Metadata: userMetadata(sb.Metadata), State: e2bState(sb.State), EnvdVersion: EnvdVersion}
 	if withToken {
 		d.EnvdAccessToken = s.accessToken(sb.ID)
+		d.Lifecycle = lifecycleOf(sb)
 	}
 	return d
 }
@@ -194,7 +196,7 @@ func e2bState(st pandastack.SandboxState) string {
 func userMetadata(m map[string]string) map[string]string {
 	out := make(map[string]string, len(m))
 	for k, v := range m {
-		if k != publicKey {
+		if !reservedMetadata(k) {
 			out[k] = v
 		}
 	}
@@ -209,6 +211,8 @@ type createRequest struct {
 	AllowInternetAccess *bool             `json:"allow_internet_access"`
 	Network             *networkRequest   `json:"network"`
 	AutoPause           bool              `json:"autoPause"`
+	AutoPauseMemory     *bool             `json:"autoPauseMemory"` // false is served as true (lifecycle.go)
+	AutoResume          *autoResumeConfig `json:"autoResume"`
 }
 
 // create: POST /sandboxes and /v2/sandboxes → 201 Sandbox.
@@ -241,14 +245,15 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, team string) err
 	if err != nil {
 		return err
 	}
-	if req.AutoPause {
-		return pandastack.Errorf(pandastack.EInvalid, "lifecycle onTimeout 'pause' (autoPause) is not supported by this server's E2B API yet")
+	onExpiry, resume, err := createLifecycle(req.AutoPause, req.AutoResume)
+	if err != nil {
+		return err
 	}
-	if _, taken := req.Metadata[publicKey]; taken {
-		return pandastack.Errorf(pandastack.EInvalid, "metadata key %q is reserved", publicKey)
-	}
-	meta := map[string]string{}
+	meta := map[string]string{autoResumeKey: resume}
 	for k, v := range req.Metadata {
+		if reservedMetadata(k) {
+			return pandastack.Errorf(pandastack.EInvalid, "metadata key %q is reserved (keys starting %q are)", k, reservedPrefix)
+		}
 		meta[k] = v
 	}
 	if public {
@@ -259,7 +264,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, team string) err
 		ttl = *req.Timeout
 	}
 	sb, err := s.sbx.Create(r.Context(), team, sandboxes.CreateParams{Template: tpl, TTLSeconds: &ttl,
-		Metadata: meta, Env: req.EnvVars, Network: policy})
+		Metadata: meta, Env: req.EnvVars, Network: policy, OnExpiry: onExpiry})
 	if err != nil {
 		return err
 	}

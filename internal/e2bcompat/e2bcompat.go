@@ -38,6 +38,7 @@ import (
 	"github.com/pandastack/pandastack/internal/quotas"
 	"github.com/pandastack/pandastack/internal/router"
 	"github.com/pandastack/pandastack/internal/sandboxes"
+	"github.com/pandastack/pandastack/internal/terminals"
 )
 
 // EnvdPort is the port E2B's SDKs address the in-VM agent on.
@@ -83,9 +84,11 @@ type Server struct {
 	// stdins holds the stdin of each process started with stdin: true,
 	// by stdinKey, for SendInput and CloseStdin.
 	stdins sync.Map
-	// ptys holds the terminal of each process started with a pty, by
-	// stdinKey, for SendInput and Update (pty.go).
-	ptys sync.Map
+	// ptys holds the terminal session of each process started with a
+	// pty, by stdinKey, for SendInput, Update and Connect (pty.go); terms
+	// keeps the sessions.
+	ptys  sync.Map
+	terms *terminals.Manager
 }
 
 // New returns a Server for cfg.
@@ -103,7 +106,7 @@ func New(cfg Config) *Server {
 	if cfg.MaxTTL <= 0 {
 		cfg.MaxTTL = sandboxes.DefaultMaxTTL
 	}
-	return &Server{cfg: cfg, log: cfg.Logger.With("api", "e2b"),
+	return &Server{cfg: cfg, log: cfg.Logger.With("api", "e2b"), terms: terminals.New(terminals.Config{Log: cfg.Logger}),
 		sbx: sandboxes.New(sandboxes.Config{Store: cfg.Store, Engine: cfg.Engine, Logger: cfg.Logger,
 			Quotas: cfg.Quotas, MaxTTL: cfg.MaxTTL, DefaultTTL: defaultTimeout})}
 }

@@ -90,8 +90,9 @@ func TestControlPlaneErrors(t *testing.T) {
 		{"unknown template", "POST", "/sandboxes", `{"templateID":"nope"}`, key, 404, "nope"},
 		{"a domain denied", "POST", "/sandboxes", `{"templateID":"base","network":{"denyOut":["example.com"]}}`, key, 400, "denyOut"},
 		{"header rules", "POST", "/sandboxes", `{"templateID":"base","network":{"rules":{"a.example.com":[{"transform":{"headers":{"x":"y"}}}]}}}`, key, 400, "rules"},
-		{"auto pause", "POST", "/sandboxes", `{"templateID":"base","autoPause":true}`, key, 400, "autoPause"},
+		{"auto resume without auto pause", "POST", "/sandboxes", `{"templateID":"base","autoResume":{"enabled":true}}`, key, 400, "autoResume"},
 		{"reserved metadata", "POST", "/sandboxes", `{"templateID":"base","metadata":{"pandastack.e2b.public":"x"}}`, key, 400, "reserved"},
+		{"reserved metadata prefix", "POST", "/sandboxes", `{"templateID":"base","metadata":{"pandastack.e2b.auto_resume":"true"}}`, key, 400, "reserved"},
 		{"negative timeout", "POST", "/sandboxes", `{"templateID":"base","timeout":-1}`, key, 400, ""},
 		{"bad JSON", "POST", "/sandboxes", `{`, key, 400, "JSON"},
 		{"unknown sandbox", "GET", "/sandboxes/abc123", "", key, 404, "abc123"},
@@ -171,6 +172,13 @@ func TestEnvdErrors(t *testing.T) {
 		"E2b-Sandbox-Id", id, "X-Access-Token", token, "Content-Type", "application/connect+json")
 	if env2.status != 200 || !strings.Contains(env2.raw, `"unimplemented"`) || !strings.Contains(env2.raw, "StreamInput") || env2.raw[0] != 0x02 {
 		t.Fatalf("StreamInput: %d %q, want an end-stream envelope with unimplemented", env2.status, env2.raw)
+	}
+	// Connect to a pid the guest does not know: the stream ends with
+	// not_found before any start event (the SDK's connect rejects).
+	conn := do(t, env, "POST", "/process.Process/Connect", string(envelope(`{"process":{"pid":4242}}`)),
+		"E2b-Sandbox-Id", id, "X-Access-Token", token, "Content-Type", "application/connect+json")
+	if conn.status != 200 || conn.raw == "" || conn.raw[0] != 0x02 || !strings.Contains(conn.raw, `"not_found"`) {
+		t.Fatalf("Connect to an unknown pid: %d %q, want an end-stream envelope with not_found", conn.status, conn.raw)
 	}
 }
 

@@ -29,6 +29,10 @@ func (s *Server) serveSandbox(w http.ResponseWriter, r *http.Request, id string,
 		writeProxyError(w, id, "The sandbox was not found")
 		return
 	}
+	if pausedShut(sb) {
+		writeProxyError(w, id, "The sandbox is paused: resume it with Sandbox.connect (or create it with lifecycle autoResume)")
+		return
+	}
 	switch port {
 	case EnvdPort:
 	case CodePort:

@@ -239,20 +239,25 @@ func (s *Server) processConnect(w http.ResponseWriter, r *http.Request, c *sandb
 		newStream(w).end(e)
 		return
 	}
+	if s.connectPty(w, r, c, pid) {
+		return
+	}
 	s.follow(w, r, c, pid)
 }
 
-// follow streams process pid: start, its output, its end.
+// follow streams process pid: start, its output, its end. The start is
+// sent once the guest has found the process: a pid it does not know ends
+// the stream with not_found, as envd answers.
 func (s *Server) follow(w http.ResponseWriter, r *http.Request, c *sandboxCall, pid int) {
-	st := newStream(w)
-	if st.send(eventMsg{processEvent{Start: &startEvent{PID: pid}}}) != nil {
-		return
-	}
+	var st *stream
 	stop := make(chan struct{})
 	defer close(stop)
-	go st.keepalive(r, eventMsg{processEvent{Keepalive: &struct{}{}}}, stop)
 	res, err := c.guest.Attach(r.Context(), pid, func(ev pandastack.ExecEvent) error {
 		switch ev.Type {
+		case "start":
+			st = newStream(w)
+			go st.keepalive(r, eventMsg{processEvent{Keepalive: &struct{}{}}}, stop)
+			return st.send(eventMsg{processEvent{Start: &startEvent{PID: pid}}})
 		case "stdout":
 			return st.send(eventMsg{processEvent{Data: &dataEvent{Stdout: ev.Data}}})
 		case "stderr":
@@ -260,6 +265,13 @@ func (s *Server) follow(w http.ResponseWriter, r *http.Request, c *sandboxCall, 
 		}
 		return nil
 	})
+	if st == nil {
+		if err == nil {
+			err = errors.New("the guest reported no start")
+		}
+		newStream(w).end(toRPCError(fmt.Errorf("follow process %d: %w", pid, err)))
+		return
+	}
 	if err != nil {
 		if r.Context().Err() == nil {
 			st.end(toRPCError(fmt.Errorf("follow process %d: %w", pid, err)))

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -17,9 +18,12 @@ import (
 // runner against the suite's server, configured as an E2B user would:
 // E2B_API_KEY (a key from keys create --e2b), E2B_API_URL and
 // E2B_SANDBOX_URL at the server's port, E2B_DOMAIN for getHost. See
-// testdata/e2bcompat/e2b.test.mjs for what it checks.
+// testdata/e2bcompat/e2b.test.mjs for what it checks; e2b-lifecycle.test.mjs
+// pauses at the timeout and resumes; e2b-tls.test.mjs runs the SDK with
+// E2B_DOMAIN alone, over TLS to the server's SNI listener.
 func TestE2BCompat(t *testing.T) {
-	runE2BSuite(t, "e2b", "e2b.test.mjs", "e2b-2.50.test.mjs", "e2b-network.test.mjs")
+	runE2BSuite(t, "e2b", "e2b.test.mjs", "e2b-2.50.test.mjs", "e2b-network.test.mjs", "e2b-lifecycle.test.mjs",
+		"e2b-tls.test.mjs")
 }
 
 // TestE2BCodeInterpreter runs the stock `@e2b/code-interpreter` package
@@ -61,12 +65,27 @@ func runE2BSuite(t *testing.T, team string, files ...string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// For E2B_DOMAIN over TLS: the server's CA, trusted by node as a user
+	// trusts it, and the SNI listener's port on the sandbox domain.
+	caPEM, err := main.client("").CACertificate(ctx)
+	if err != nil {
+		t.Fatalf("get the server's CA: %v", err)
+	}
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(caFile, caPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, tlsPort, err := net.SplitHostPort(main.tlsAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
 	node := exec.Command("node", append([]string{"--test", "--test-concurrency=1"}, files...)...)
 	node.Dir = dir
 	node.Env = append(os.Environ(),
 		"E2B_API_KEY="+key.Key, "E2B_OTHER_KEY="+other.Key,
 		"E2B_API_URL="+main.url, "E2B_SANDBOX_URL="+main.url,
-		"E2B_DOMAIN=localhost:"+u.Port(), "E2B_TEST_OUTSIDE_URL="+outsideURL(outside.ip))
+		"E2B_DOMAIN=localhost:"+u.Port(), "E2B_TEST_OUTSIDE_URL="+outsideURL(outside.ip),
+		"E2B_TLS_DOMAIN=localhost:"+tlsPort, "NODE_EXTRA_CA_CERTS="+caFile)
 	out, err := node.CombinedOutput()
 	if err != nil {
 		t.Fatalf("node --test %v (stock E2B SDK): %v\n%s", files, err, out)

@@ -22,13 +22,25 @@ func (a *Agent) Hibernate(ctx context.Context, id string) (hostapi.Machine, erro
 	if err != nil {
 		return hostapi.Machine{}, err
 	}
-	return a.hibernate(ctx, s, false)
+	return a.hibernate(ctx, s, hibAsked)
 }
 
-// hibernate saves s whole and ends its VM. With onlyIfIdle (auto-hibernate)
-// it does nothing unless s is still idle once it holds s.op: a use that
-// came in since the reaper looked keeps it running.
-func (a *Agent) hibernate(ctx context.Context, s *sandbox, onlyIfIdle bool) (hostapi.Machine, error) {
+// hibCause is why a sandbox is hibernated.
+type hibCause int
+
+const (
+	hibAsked   hibCause = iota // on request
+	hibIdle                    // auto-hibernate: idle for its time
+	hibExpired                 // its deadline passed and it hibernates on expiry
+)
+
+// hibernate saves s whole and ends its VM. For an idle sandbox
+// (auto-hibernate) it does nothing unless s is still idle once it holds
+// s.op: a use that came in since the reaper looked keeps it running. For an
+// expired one likewise unless its deadline is still past (a new TTL may
+// have come in); its deadline is then cleared: it sleeps until woken.
+func (a *Agent) hibernate(ctx context.Context, s *sandbox, cause hibCause) (hostapi.Machine, error) {
+	onlyIfIdle := cause == hibIdle
 	s.op.Lock()
 	defer s.op.Unlock()
 	a.mu.Lock()
@@ -36,7 +48,8 @@ func (a *Agent) hibernate(ctx context.Context, s *sandbox, onlyIfIdle bool) (hos
 	a.mu.Unlock()
 	s.mu.Lock()
 	id := s.rec.ID
-	if ended || s.rec.State == pandastack.StateHibernated || (onlyIfIdle && !s.idleLocked(time.Now())) {
+	if ended || s.rec.State == pandastack.StateHibernated || (onlyIfIdle && !s.idleLocked(time.Now())) ||
+		(cause == hibExpired && !expired(s.rec, time.Now())) {
 		rec := s.rec
 		s.mu.Unlock()
 		return rec, nil
@@ -66,12 +79,15 @@ func (a *Agent) hibernate(ctx context.Context, s *sandbox, onlyIfIdle bool) (hos
 	s.mu.Lock()
 	s.vm, s.client = nil, nil
 	s.rec.State = pandastack.StateHibernated
+	if cause == hibExpired {
+		s.rec.ExpiresAt = time.Time{}
+	}
 	s.rec.Seq++
 	rec := s.rec
 	s.mu.Unlock()
 	a.keepState(s)
 	a.emit(hostapi.EventHibernated, rec, onlyIfIdle)
-	a.log.Info("sandbox hibernated", "sandbox", id, "auto", onlyIfIdle, "ms", ms(time.Since(t0)))
+	a.log.Info("sandbox hibernated", "sandbox", id, "auto", onlyIfIdle, "expired", cause == hibExpired, "ms", ms(time.Since(t0)))
 	return rec, nil
 }
 
@@ -128,6 +144,9 @@ func (a *Agent) wake(ctx context.Context, s *sandbox) error {
 	s.mu.Lock()
 	s.vm, s.client, s.sleeping = v, client, false
 	s.rec.State = pandastack.StateRunning
+	if s.rec.ExpiresAt.IsZero() && s.rec.OnExpiry.Hibernates() && !s.rec.Lifetime.IsService() {
+		s.rec.ExpiresAt = time.Now().UTC().Add(resumeTTL(s.rec))
+	}
 	s.rec.Seq++
 	s.lastUsed = time.Now()
 	rec := s.rec

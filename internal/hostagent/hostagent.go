@@ -106,6 +106,8 @@ type sandbox struct {
 	lastUsed time.Time
 	busy     int
 	autoHib  bool
+	// expiring is set while its hibernation at its deadline is under way.
+	expiring bool
 }
 
 // newSandbox is a live sandbox whose idle time starts now.
@@ -266,6 +268,7 @@ func (a *Agent) record(ctx context.Context, v vmm.VM, client *guestconn.Client, 
 		Host: a.cfg.Host, Accel: a.Accel(), Env: spec.Env,
 		CPUs: cpus, MemoryMiB: mem, DiskMiB: tpl.DiskMiB, TemplateVersion: tpl.Version, CreatedAt: now, ExpiresAt: spec.Lifetime.Expiry(now, spec.TTL),
 		AutoHibernateSeconds: spec.AutoHibernateSeconds, Lifetime: spec.Lifetime, Volumes: spec.Volumes,
+		OnExpiry: spec.OnExpiry, TTL: spec.TTL,
 		Defaults: &tpl.Defaults, // captured once: execs do not read the template again
 		Seq:      1,
 	}
@@ -541,16 +544,24 @@ func (a *Agent) reap(ctx context.Context) {
 		case <-t.C:
 		}
 		now := time.Now()
-		var due []*sandbox
+		var due, sleep []*sandbox
 		a.mu.Lock()
 		for _, s := range a.sbx {
 			s.mu.Lock()
-			if expired(s.rec, now) {
+			switch {
+			case !expired(s.rec, now):
+			case s.rec.OnExpiry.Hibernates():
+				if !s.expiring {
+					s.expiring = true
+					sleep = append(sleep, s)
+				}
+			default:
 				due = append(due, s)
 			}
 			s.mu.Unlock()
 		}
 		a.mu.Unlock()
+		a.hibernateExpired(ctx, sleep)
 		for _, s := range due {
 			if _, err := a.end(ctx, s, pandastack.StateExpired, "ttl expired", hostapi.EventExpired); err != nil {
 				a.log.Error("expire sandbox", "sandbox", s.rec.ID, "err", err)

@@ -77,7 +77,7 @@ func (a *Agent) autoHibernate(ctx context.Context, now time.Time) {
 				s.autoHib = false
 				s.mu.Unlock()
 			}()
-			if _, err := a.hibernate(ctx, s, true); err != nil {
+			if _, err := a.hibernate(ctx, s, hibIdle); err != nil {
 				// Try again after another idle period, not on every tick.
 				s.used()
 				a.log.Warn("auto-hibernate failed; the sandbox runs on", "sandbox", s.rec.ID, "err", err)

@@ -55,7 +55,9 @@ func (a *Agent) reconcile(ctx context.Context) error {
 			inv.Unclaimed = append(inv.Unclaimed, id)
 			continue
 		}
-		if !owned || expired(rec, time.Now()) {
+		// One that hibernates on expiry is re-attached: the reaper
+		// hibernates it.
+		if !owned || (expired(rec, time.Now()) && !rec.OnExpiry.Hibernates()) {
 			a.log.Info("removing leftover vm", "vm", id)
 			if err := v.Kill(ctx); err != nil {
 				return err
@@ -161,7 +163,7 @@ func (a *Agent) Adopt(ctx context.Context, m hostapi.Machine) (hostapi.Machine, 
 	}
 	m.Host = a.cfg.Host
 	if v != nil {
-		if expired(m, time.Now()) {
+		if expired(m, time.Now()) && !m.OnExpiry.Hibernates() {
 			_ = v.Kill(ctx)
 			return a.lost(m, pandastack.StateExpired, "ttl expired while the host was down"), nil
 		}

@@ -39,6 +39,10 @@ type MachineSpec struct {
 	// AutoHibernateSeconds, above 0, hibernates the machine after that
 	// long without activity.
 	AutoHibernateSeconds int `json:"auto_hibernate_seconds,omitempty"`
+	// OnExpiry hibernates a sandbox-class machine when its deadline
+	// passes (its deadline is then cleared until it is woken) instead of
+	// ending it.
+	OnExpiry pandastack.OnExpiry `json:"on_expiry,omitempty"`
 }
 
 // SnapshotRef names a snapshot to restore: its id (its files on the
@@ -87,4 +91,12 @@ type Machine struct {
 	EndReason            string                      `json:"end_reason,omitempty"`
 	Volumes              []VolumeAttachment          `json:"volumes,omitempty"`
 	Seq                  uint64                      `json:"seq,omitempty"`
+	// OnExpiry is the spec's; TTL is the life a machine hibernated at its
+	// deadline gets again when it is woken (0: DefaultResumeTTL).
+	OnExpiry pandastack.OnExpiry `json:"on_expiry,omitempty"`
+	TTL      time.Duration       `json:"ttl,omitempty"`
 }
+
+// DefaultResumeTTL is the life a machine hibernated at its deadline gets
+// when it is woken and its own TTL is not known.
+const DefaultResumeTTL = 5 * time.Minute

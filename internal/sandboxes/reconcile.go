@@ -151,7 +151,7 @@ func toMachine(rec pandastack.Sandbox, vols []hostapi.VolumeAttachment) hostapi.
 	return hostapi.Machine{ID: rec.ID, Host: rec.Host, Accel: rec.Accel, State: rec.State, Lifetime: rec.Lifetime,
 		Template: rec.Template, TemplateID: rec.TemplateID, TemplateVersion: rec.TemplateVersion,
 		CPUs: rec.CPUs, MemoryMiB: rec.MemoryMiB, DiskMiB: rec.DiskMiB, Env: rec.Env, Defaults: rec.Defaults,
-		CreatedAt: rec.CreatedAt, ExpiresAt: rec.ExpiresAt, AutoHibernateSeconds: rec.AutoHibernateSeconds,
+		CreatedAt: rec.CreatedAt, ExpiresAt: rec.ExpiresAt, AutoHibernateSeconds: rec.AutoHibernateSeconds, OnExpiry: rec.OnExpiry,
 		EndedAt: rec.EndedAt, EndReason: rec.EndReason, Volumes: vols}
 }
 

@@ -24,6 +24,7 @@ func fromMachine(rec pandastack.Sandbox, m hostapi.Machine) pandastack.Sandbox {
 	rec.CPUs, rec.MemoryMiB, rec.DiskMiB = m.CPUs, m.MemoryMiB, m.DiskMiB
 	rec.CreatedAt, rec.ExpiresAt, rec.EndedAt, rec.EndReason = m.CreatedAt, m.ExpiresAt, m.EndedAt, m.EndReason
 	rec.AutoHibernateSeconds, rec.Lifetime, rec.Defaults = m.AutoHibernateSeconds, m.Lifetime, m.Defaults
+	rec.OnExpiry = m.OnExpiry
 	return rec
 }
 
@@ -55,7 +56,7 @@ func (e *Engine) apply(ctx context.Context, m hostapi.Machine) (pandastack.Sandb
 		next.Template, next.TemplateID, next.TemplateVersion = rec.Template, rec.TemplateID, rec.TemplateVersion
 		next.CPUs, next.MemoryMiB, next.DiskMiB, next.Env = rec.CPUs, rec.MemoryMiB, rec.DiskMiB, rec.Env
 		next.CreatedAt, next.Accel, next.Defaults, next.Lifetime = rec.CreatedAt, rec.Accel, rec.Defaults, rec.Lifetime
-		next.AutoHibernateSeconds = rec.AutoHibernateSeconds
+		next.AutoHibernateSeconds, next.OnExpiry = rec.AutoHibernateSeconds, rec.OnExpiry
 		if m.ExpiresAt.IsZero() {
 			next.ExpiresAt = rec.ExpiresAt
 		}

@@ -97,6 +97,9 @@ type CreateParams struct {
 	Volumes              []pandastack.VolumeMount
 	// ManagedBy marks a platform service's machine (pandastack.Sandbox.ManagedBy).
 	ManagedBy string
+	// OnExpiry is "" or "kill" (end it when its TTL runs out) or
+	// "hibernate" (pandastack.OnExpiry).
+	OnExpiry string
 }
 
 // Request validates p, a create for teamID, and returns it as the engine
@@ -123,6 +126,13 @@ func (s *Service) Request(teamID string, p CreateParams) (pandastack.CreateReque
 	idle, err := s.autoHibernate(p.AutoHibernateSeconds)
 	if err != nil {
 		return pandastack.CreateRequest{}, err
+	}
+	onExpiry, err := pandastack.ParseOnExpiry(p.OnExpiry)
+	if err != nil {
+		return pandastack.CreateRequest{}, err
+	}
+	if onExpiry.Hibernates() && lifetime.IsService() {
+		return bad("a service machine has no TTL, so nothing for on_expiry to do: leave it out")
 	}
 	if len(p.Metadata) > MaxMetadataKeys {
 		return bad("metadata has %d keys; at most %d are allowed", len(p.Metadata), MaxMetadataKeys)
@@ -162,7 +172,7 @@ func (s *Service) Request(teamID string, p CreateParams) (pandastack.CreateReque
 	return pandastack.CreateRequest{
 		TeamID: teamID, Template: p.Template, Snapshot: p.Snapshot, TTL: ttl, Metadata: meta, Env: p.Env,
 		CPUs: p.CPUs, MemoryMiB: p.MemoryMiB, DiskGiB: p.DiskGiB, Network: policy, Volumes: p.Volumes,
-		AutoHibernate: idle, Lifetime: lifetime, ManagedBy: p.ManagedBy,
+		AutoHibernate: idle, Lifetime: lifetime, ManagedBy: p.ManagedBy, OnExpiry: onExpiry,
 	}, nil
 }
 

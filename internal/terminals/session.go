@@ -197,3 +197,13 @@ func (a *Attachment) Detach() {
 
 // IsDetached says whether err means another client took the session over.
 func IsDetached(err error) bool { return errors.Is(err, errDetached) }
+
+// AttachNew makes the caller the session's client from the output written
+// from now on: a client that follows the terminal rather than replays it
+// (E2B's Connect).
+func (s *Session) AttachNew() *Attachment {
+	s.mu.Lock()
+	end := s.ring.end()
+	s.mu.Unlock()
+	return s.Attach(end)
+}

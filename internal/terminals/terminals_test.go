@@ -165,3 +165,21 @@ func TestSessionsPerTeamBounded(t *testing.T) {
 		t.Fatalf("%d sessions after Close", m.Count())
 	}
 }
+
+// AttachNew follows the output written from then on, not what is kept.
+func TestAttachNewFollowsFromNow(t *testing.T) {
+	m := New(Config{Grace: time.Minute})
+	s, pt := start(t, m, "team_1")
+	first := s.Attach(0)
+	pt.w.Write([]byte("before"))
+	if got, _ := next(t, first); got != "before" {
+		t.Fatalf("first client got %q", got)
+	}
+	first.Detach()
+	later := s.AttachNew()
+	pt.w.Write([]byte("after"))
+	if got, at := next(t, later); got != "after" || at != int64(len("before")) {
+		t.Fatalf("AttachNew got %q at %d, want \"after\" at %d", got, at, len("before"))
+	}
+	s.Kill()
+}

@@ -43,6 +43,8 @@ type Sandbox struct {
 	// ("database:ID", "app:NAME", "function:NAME"); such a machine is
 	// changed only through its service (other sandbox calls answer 409).
 	ManagedBy string `json:"managed_by,omitempty"`
+	// OnExpiry is "hibernate" when its TTL's end hibernates it ("": ends it).
+	OnExpiry string `json:"on_expiry,omitempty"`
 
 	c *Client
 }
@@ -77,6 +79,11 @@ type CreateSandboxParams struct {
 	// TTLSeconds 0), never reaped, re-attached after server restarts,
 	// listed by ListMachines and capped per team. "" is a sandbox.
 	Lifetime string
+	// OnExpiry "hibernate" hibernates the sandbox when its TTL runs out
+	// instead of ending it (E2B's autoPause): it sleeps, its disk kept and
+	// counted, until it is woken (it then gets its TTL again) or killed.
+	// "" or "kill" ends it.
+	OnExpiry string
 }
 
 // CreateSandbox starts a sandbox from a template.
@@ -94,8 +101,9 @@ func (c *Client) CreateSandbox(ctx context.Context, p CreateSandboxParams) (*San
 		AutoHib    int               `json:"auto_hibernate_seconds,omitempty"`
 		Volumes    []VolumeMount     `json:"volumes,omitempty"`
 		Lifetime   string            `json:"lifetime,omitempty"`
+		OnExpiry   string            `json:"on_expiry,omitempty"`
 	}{p.Template, p.TTLSeconds, p.Metadata, p.Env, p.Snapshot, p.CPUs, p.MemoryMiB, p.DiskGiB, p.Network, p.AutoHibernateSeconds, p.Volumes,
-		p.Lifetime}
+		p.Lifetime, p.OnExpiry}
 	sb := &Sandbox{c: c}
 	if err := c.do(ctx, request{method: "POST", path: "/v1/sandboxes", body: body}, sb); err != nil {
 		return nil, err

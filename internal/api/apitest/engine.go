@@ -97,6 +97,7 @@ func (e *Engine) Create(ctx context.Context, req pandastack.CreateRequest) (pand
 		Lifetime:        req.Lifetime,
 
 		AutoHibernateSeconds: int(req.AutoHibernate / time.Second),
+		OnExpiry:             req.OnExpiry,
 	}
 	if err := e.Store.PutSandbox(ctx, sb); err != nil {
 		return pandastack.Sandbox{}, err

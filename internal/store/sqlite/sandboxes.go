@@ -13,7 +13,7 @@ import (
 
 const sandboxColumns = `id, team_id, template, template_id, state, host, accel, metadata, env,
 	cpus, memory_mib, created_at, expires_at, ended_at, end_reason, auto_hibernate_seconds, lifetime,
-	template_version, disk_mib, defaults, managed_by`
+	template_version, disk_mib, defaults, managed_by, on_expiry`
 
 // PutSandbox inserts the sandbox or replaces every field of the one with the
 // same id.
@@ -27,7 +27,7 @@ func (s *Store) PutSandbox(ctx context.Context, sb pandastack.Sandbox) error {
 	}
 	_, err = s.w.ExecContext(ctx,
 		`INSERT INTO sandboxes (`+sandboxColumns+`)
-		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		 ON CONFLICT (id) DO UPDATE SET
 			team_id = excluded.team_id, template = excluded.template,
 			template_id = excluded.template_id, state = excluded.state,
@@ -39,7 +39,8 @@ func (s *Store) PutSandbox(ctx context.Context, sb pandastack.Sandbox) error {
 			auto_hibernate_seconds = excluded.auto_hibernate_seconds,
 			lifetime = excluded.lifetime,
 			template_version = excluded.template_version, disk_mib = excluded.disk_mib,
-			defaults = excluded.defaults, managed_by = excluded.managed_by`,
+			defaults = excluded.defaults, managed_by = excluded.managed_by,
+			on_expiry = excluded.on_expiry`,
 		args...)
 	if err != nil {
 		return fmt.Errorf("put sandbox %s: %w", sb.ID, err)
@@ -74,7 +75,7 @@ func sandboxArgs(sb pandastack.Sandbox) ([]any, error) {
 	}
 	return []any{sb.ID, sb.TeamID, sb.Template, sb.TemplateID, string(sb.State), sb.Host,
 		string(sb.Accel), meta, env, sb.CPUs, sb.MemoryMiB, created, expires, ended, sb.EndReason, sb.AutoHibernateSeconds,
-		string(sb.Lifetime), sb.TemplateVersion, sb.DiskMiB, defaults, sb.ManagedBy}, nil
+		string(sb.Lifetime), sb.TemplateVersion, sb.DiskMiB, defaults, sb.ManagedBy, string(sb.OnExpiry)}, nil
 }
 
 // GetSandbox returns the sandbox with the given id.
@@ -168,7 +169,7 @@ func scanSandbox(row rowScanner) (pandastack.Sandbox, error) {
 	var ended sql.NullString
 	err := row.Scan(&sb.ID, &sb.TeamID, &sb.Template, &sb.TemplateID, &sb.State, &sb.Host,
 		&sb.Accel, &meta, &env, &sb.CPUs, &sb.MemoryMiB, &created, &expires, &ended, &sb.EndReason, &sb.AutoHibernateSeconds, &sb.Lifetime,
-		&sb.TemplateVersion, &sb.DiskMiB, &defaults, &sb.ManagedBy)
+		&sb.TemplateVersion, &sb.DiskMiB, &defaults, &sb.ManagedBy, &sb.OnExpiry)
 	if err != nil {
 		return sb, err
 	}

@@ -34,6 +34,7 @@ func (h *harness) sandboxes(t *testing.T) {
 	t.Run("RoundTrip", func(t *testing.T) {
 		s := h.newStore(t)
 		live := sandbox("sbx_live", "team_1", 0)
+		live.OnExpiry = pandastack.OnExpiryHibernate // what its TTL's end does survives a restart
 		ended := pandastack.Sandbox{
 			ID:         "sbx_ended",
 			TeamID:     "team_2",

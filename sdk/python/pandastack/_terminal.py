@@ -140,6 +140,7 @@ class Terminal:
         self.exit_code = None
         self.signal = None
         self._ended = False
+        self._closed = False
         self._dial(query)
 
     def _dial(self, query: Dict[str, Any]) -> None:
@@ -163,6 +164,8 @@ class Terminal:
             try:
                 op, b = self._ws.recv()
             except (OSError, ConnectionError):
+                if self._closed:  # closed by this client (from another thread)
+                    return b""
                 self._dial({"session": self.session_id, "offset": self.offset})  # reattach
                 continue
             if op == _BIN:
@@ -205,6 +208,7 @@ class Terminal:
         return self.exit_code
 
     def close(self) -> None:
+        self._closed = True
         self._ws.close()
 
     def __enter__(self) -> "Terminal":

@@ -22,12 +22,13 @@ import asyncio
 import inspect
 from typing import Any, AsyncIterator, Callable, Dict, List, Optional, Sequence, Union
 
+from ._aioterminal import AsyncTerminal
 from ._models import CreatedKey, ExecResult, FileInfo, Key, ProcessInfo, Snapshot, Template
 from .client import (DEFAULT_TIMEOUT, BackgroundProcess, Filesystem, PandaStack, Sandbox,
                      default_client)
 
 __all__ = ["AsyncPandaStack", "AsyncSandboxes", "AsyncSandbox", "AsyncFilesystem",
-           "AsyncBackgroundProcess"]
+           "AsyncBackgroundProcess", "AsyncTerminal"]
 
 _CALLBACKS = ("on_stdout", "on_stderr", "on_stdout_bytes", "on_stderr_bytes", "on_log")
 
@@ -237,6 +238,15 @@ class AsyncSandbox:
 
     async def kill(self) -> None:
         await _run(self.sync.kill)
+
+    async def open_terminal(self, cmd: Optional[str] = None, **kw: Any) -> "AsyncTerminal":
+        """Like Sandbox.open_terminal (rows, cols, user, cwd, envs); see
+        :class:`AsyncTerminal`."""
+        return AsyncTerminal(await _run(self.sync.open_terminal, cmd, **kw))
+
+    async def reattach_terminal(self, session_id: str, offset: int = 0) -> "AsyncTerminal":
+        """Connects to a terminal session again (``offset``: bytes already read)."""
+        return AsyncTerminal(await _run(self.sync.reattach_terminal, session_id, offset))
 
     async def get_network(self) -> Dict[str, Any]:
         return await _run(self.sync.get_network)

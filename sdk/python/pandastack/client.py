@@ -222,7 +222,8 @@ class Sandboxes:
                network: Optional[Dict[str, Any]] = None,
                auto_hibernate_seconds: Optional[int] = None,
                volumes: Optional[Dict[str, str]] = None,
-               lifetime: Optional[str] = None) -> "Sandbox":
+               lifetime: Optional[str] = None,
+               on_expiry: Optional[str] = None) -> "Sandbox":
         """Starts a sandbox from a template, or from a snapshot id (running
         when this returns). ``volumes`` maps durable volumes (name or id) to
         mount paths, e.g. ``{"data": "/data"}`` (at most two). ``cpus``/``memory_mib``/``disk_gib`` ask for
@@ -235,10 +236,15 @@ class Sandboxes:
         later use wakes it). ``lifetime="service"`` makes a service machine:
         no TTL (leave ``ttl_seconds`` out; ``expires_at`` is None), never
         reaped, re-attached after server restarts, listed by
-        :meth:`machines` and capped per team."""
+        :meth:`machines` and capped per team. ``on_expiry="hibernate"``
+        hibernates it when its TTL runs out instead of ending it (E2B's
+        autoPause): it sleeps until woken (it then gets its TTL again) or
+        killed."""
         body: Dict[str, Any] = {"template": template}
         if lifetime:
             body["lifetime"] = lifetime
+        if on_expiry:
+            body["on_expiry"] = on_expiry
         if auto_hibernate_seconds is not None:
             body["auto_hibernate_seconds"] = auto_hibernate_seconds
         if cpus:

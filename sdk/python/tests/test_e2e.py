@@ -571,6 +571,42 @@ class E2E(unittest.TestCase):
                 await sbx.exec("true")
         asyncio.run(main())
 
+    def test_async_terminal(self):
+        async def main():
+            sbx = await AsyncSandbox.create(template="base", ttl_seconds=120)
+            try:
+                t = await sbx.open_terminal("/bin/sh", rows=24, cols=80, envs={"PS1": "$ "})
+                seen = b""
+
+                async def until(term, want):
+                    nonlocal seen
+                    while want not in seen:
+                        b = await term.read()
+                        self.assertTrue(b, f"terminal ended before {want!r}: {seen!r}")
+                        seen += b
+
+                # A write while a read waits in its thread.
+                pending = asyncio.ensure_future(until(t, b"aio-42"))
+                await t.write("stty size; echo aio-$((6*7))\n")
+                await pending
+                self.assertIn(b"24 80", seen)
+                await t.resize(40, 120)
+                await t.write("stty size\n")
+                await until(t, b"40 120")
+                await t.write("sleep 1; echo away-$((2*5))\n")
+                await until(t, b"away-$((2*5))\r\n")  # the echo of the typed line
+                await t.close()  # a dropped connection: the session waits
+                again = await sbx.reattach_terminal(t.session_id, t.offset)
+                seen = b""
+                await until(again, b"away-10")
+                await again.write("exit 4\n")
+                async for _ in again:  # to the end
+                    pass
+                self.assertEqual(again.exit_code, 4)
+            finally:
+                await sbx.kill()
+        asyncio.run(main())
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -442,6 +442,7 @@ export class Sandboxes {
     if (params.volumes && params.volumes.length > 0) body.volumes = params.volumes.map((m) => ({ volume: m.volume, path: m.path }));
     if (params.autoHibernateSeconds !== undefined) body.auto_hibernate_seconds = params.autoHibernateSeconds;
     if (params.lifetime) body.lifetime = params.lifetime;
+    if (params.onExpiry) body.on_expiry = params.onExpiry;
     const w = await this.#http.json<WireSandbox>({ method: "POST", path: "/v1/sandboxes", json: body, signal: params.signal });
     return new Sandbox(this.#client, this.#http, toSandboxInfo(w));
   }

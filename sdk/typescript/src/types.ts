@@ -117,6 +117,11 @@ export interface CreateSandboxParams {
   volumes?: VolumeMount[];
   /** "service" makes a service machine (leave `ttlSeconds` out); default "sandbox". */
   lifetime?: Lifetime;
+  /**
+   * What the TTL's end does: "kill" (default) ends it; "hibernate" hibernates
+   * it (E2B's autoPause) until it is woken — it then gets its TTL again — or killed.
+   */
+  onExpiry?: "kill" | "hibernate";
 }
 
 /** Mounts a durable volume (by name or id) at `path` in a new sandbox. */
@@ -510,6 +515,7 @@ export interface WireCreateSandboxRequest {
   volumes?: VolumeMount[];
   auto_hibernate_seconds?: number;
   lifetime?: Lifetime;
+  on_expiry?: string;
 }
 
 export interface WireExecRequest {

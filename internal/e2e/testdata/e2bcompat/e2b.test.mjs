@@ -240,6 +240,30 @@ test('pty: create, sendInput, resize, kill', async () => {
   await assert.rejects(sbx.pty.sendInput(h.pid, new TextEncoder().encode('late')))
 })
 
+test('pty.connect: a pty whose handle was dropped is followed again by its pid', async () => {
+  const dec = new TextDecoder()
+  let first = ''
+  const h = await sbx.pty.create({ cols: 80, rows: 24, onData: (d) => { first += dec.decode(d, { stream: true }) } })
+  const type = (s) => sbx.pty.sendInput(h.pid, new TextEncoder().encode(s))
+  const wait = async (get, s) => {
+    for (let i = 0; i < 300 && !get().includes(s); i++) await new Promise((res) => setTimeout(res, 100))
+    assert.ok(get().includes(s), `no ${JSON.stringify(s)} in ${JSON.stringify(get())}`)
+  }
+  await type('X=kept-in-the-shell; echo one-$((20+1))\n')
+  await wait(() => first, 'one-21')
+  await h.disconnect() // the handle is dropped; the shell runs on
+  let again = ''
+  const h2 = await sbx.pty.connect(h.pid, { onData: (d) => { again += dec.decode(d, { stream: true }) } })
+  assert.equal(h2.pid, h.pid)
+  await type('echo two-$X\n') // the same shell: its variable is there
+  await wait(() => again, 'two-kept-in-the-shell')
+  assert.ok(!first.includes('two-kept'), 'the dropped handle still got output')
+  assert.equal(await sbx.pty.kill(h.pid), true)
+  await assert.rejects(h2.wait(), (e) => e instanceof CommandExitError)
+  await assert.rejects(sbx.pty.connect(999999), (e) => e instanceof NotFoundError)
+  await assert.rejects(sbx.commands.connect(999999), (e) => e instanceof NotFoundError)
+})
+
 test('files.watchDir reports creates, writes, renames and removes', async () => {
   await sbx.files.makeDir('/tmp/watched')
   const events = []
