@@ -160,7 +160,9 @@ func benchApps(ctx context.Context, c *sdk.Client, key string, n int, progress f
 	want := map[string]string{"v1": "v2", "v2": "v1"}
 	serving := "v2"
 	for range res.Rollbacks {
-		for _, hibernated := range []bool{false, true} {
+		// First to the idle previous release, hibernated by then; then
+		// back at once to the one just replaced, still running.
+		for _, hibernated := range []bool{true, false} {
 			target := want[serving]
 			if hibernated {
 				if err := b.waitState(ctx, "previous", "hibernated"); err != nil {
