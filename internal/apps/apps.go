@@ -21,6 +21,12 @@
 //
 // Env values and webhook secrets are sealed with internal/secrets before
 // they reach the store, and env values are masked in build logs.
+//
+// The node_modules an install made from a lockfile is kept on the host
+// (internal/apps/depcache) and handed to the app's next build machine
+// whose lockfile is the same, through the guest agent's file channel:
+// that build skips its install. A team's caches are bounded, and they and
+// its git repositories count in its max_disk_gib (DiskUsage).
 package apps
 
 import (
