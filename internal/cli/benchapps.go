@@ -72,14 +72,13 @@ const benchAppIdle = 2
 
 // appBench drives one app through the API and its router.
 type appBench struct {
-	c        *sdk.Client
-	key      string
-	name     string
-	app      *sdk.App
-	work     string // the local repository pushed from
-	keep     *http.Client
-	fresh    *http.Client
-	progress func(string, ...any)
+	c     *sdk.Client
+	key   string
+	name  string
+	app   *sdk.App
+	work  string // the local repository pushed from
+	keep  *http.Client
+	fresh *http.Client
 }
 
 // benchApps measures the app product with an app of its own (deleted at
@@ -94,7 +93,7 @@ func benchApps(ctx context.Context, c *sdk.Client, key string, n int, progress f
 		return nil, err
 	}
 	res := &appsBenchResult{Accel: h.Accel, Machine: machine(), Date: time.Now().UTC().Format("2006-01-02"), N: n, Requests: 10 * n}
-	b := &appBench{c: c, key: key, name: fmt.Sprintf("bench-app-%d", time.Now().UnixNano()%1e6), progress: progress,
+	b := &appBench{c: c, key: key, name: fmt.Sprintf("bench-app-%d", time.Now().UnixNano()%1e6),
 		keep:  &http.Client{Timeout: 2 * time.Minute},
 		fresh: &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{DisableKeepAlives: true}}}
 	if b.work, err = os.MkdirTemp("", "pandastack-bench-app-"); err != nil {
