@@ -37,6 +37,10 @@ type appsBenchResult struct {
 	WarmP99     float64 `json:"app_warm_request_p99_ms"`
 	HealthP50   float64 `json:"api_health_p50_ms"`
 	WarmFloorRx float64 `json:"app_warm_health_ratio"`
+	// The floor under a warm request: a GET to the same kind of server
+	// (python3 -m http.server) in a plain sandbox through its port proxy.
+	ProxyFloorP50  float64 `json:"sandbox_proxy_http_p50_ms"`
+	WarmProxyRatio float64 `json:"app_warm_proxy_floor_ratio"`
 	// The first request after the release hibernated (scale to zero):
 	// until its answer, the wake included; N of them.
 	WakeP50 float64 `json:"app_wake_first_request_p50_ms"`
@@ -182,10 +186,11 @@ func benchApps(ctx context.Context, c *sdk.Client, key string, n int, progress f
 	}
 	res.RollbackWarmP50, res.RollbackHibernatedP50 = pct(rbWarm, 50), pct(rbCold, 50)
 
-	progress("floors: %d plain sandbox wakes and creates from the base template", n)
-	if res.SandboxWakeP50, err = sandboxWakeFloor(ctx, c, n); err != nil {
-		return nil, fmt.Errorf("wake floor: %w", err)
+	progress("floors: %d plain sandbox wakes, HTTP through its port proxy, and %d creates from the base template", n, n)
+	if res.SandboxWakeP50, res.ProxyFloorP50, err = sandboxFloors(ctx, c, key, n); err != nil {
+		return nil, fmt.Errorf("sandbox floors: %w", err)
 	}
+	res.WarmProxyRatio = ratio(res.WarmP50, res.ProxyFloorP50)
 	if res.CreateFloorP50, _, err = createFloor(ctx, c, n); err != nil {
 		return nil, fmt.Errorf("create floor: %w", err)
 	}
@@ -335,26 +340,31 @@ func (b *appBench) git(args ...string) error {
 	return nil
 }
 
-// sandboxWakeFloor hibernates and wakes a plain base sandbox n times and
-// returns the wake p50 (until its agent answers) in ms.
-func sandboxWakeFloor(ctx context.Context, c *sdk.Client, n int) (float64, error) {
+// sandboxFloors hibernates and wakes a plain base sandbox n times, then
+// measures GETs through its port proxy to a python3 -m http.server in it
+// (benchProxy): the wake p50 (until its agent answers) and the GET p50,
+// in ms.
+func sandboxFloors(ctx context.Context, c *sdk.Client, key string, n int) (wake, proxy float64, err error) {
 	sb, err := c.CreateSandbox(ctx, sdk.CreateSandboxParams{Template: "base", TTLSeconds: 900, Metadata: map[string]string{"bench": "1"}})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer sb.Kill(context.WithoutCancel(ctx))
 	var xs []float64
 	for range n {
 		if err := sb.Hibernate(ctx); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		t0 := time.Now()
 		if err := sb.Wake(ctx); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		xs = append(xs, ms(time.Since(t0)))
 	}
-	return pct(xs, 50), nil
+	if proxy, err = benchProxy(ctx, c, key, sb); err != nil {
+		return 0, 0, fmt.Errorf("proxy: %w", err)
+	}
+	return pct(xs, 50), proxy, nil
 }
 
 // key is the API key the client sends: --api-key, else
