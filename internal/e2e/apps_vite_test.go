@@ -69,7 +69,7 @@ func TestAppsVite(t *testing.T) {
 	if dom := renderedDOM(t, "http://vite.apps.localhost:"+u.Port()+"/"); !strings.Contains(dom, `<div id="app">built by vite</div>`) {
 		t.Fatalf("Chromium's rendering of the app does not show the bundle's text:\n%s", dom)
 	}
-	cold := time.Since(start)
+	cold, coldLog := time.Since(start), d.Log
 	if !strings.Contains(d.Log, "dependency cache: miss for package-lock.json") || !strings.Contains(d.Log, "dependency cache: node_modules kept") {
 		t.Fatalf("the cold deploy does not say it kept its dependencies:\n%s", d.Log)
 	}
@@ -93,6 +93,7 @@ func TestAppsVite(t *testing.T) {
 			t.Fatalf("the second deploy did not restore its dependencies and skip the install:\n%s", d.Log)
 		}
 		t.Logf("vite app deploy with a warm dependency cache: %s (cold %s, ratio %.2f)", warm.Round(time.Second), cold.Round(time.Second), warm.Seconds()/cold.Seconds())
+		t.Logf("steps of the cold deploy:\n%s\nsteps of the warm one:\n%s", steps(coldLog), steps(d.Log))
 		code, body, err := appGetAt(ctx, s.url, "vite", "/")
 		m := regexp.MustCompile(`src="(/assets/index-[^"]+\.js)"`).FindStringSubmatch(body)
 		if err != nil || code != 200 || m == nil {
@@ -109,4 +110,16 @@ func TestAppsVite(t *testing.T) {
 	if left := cached(); len(left) != 0 {
 		t.Fatalf("the deleted app's dependency archives are left: %v", left)
 	}
+}
+
+// steps is a deploy log's timed lines (the server's own, not the
+// commands' output).
+func steps(log string) string {
+	var out []string
+	for _, l := range strings.Split(log, "\n") {
+		if strings.HasPrefix(l, "[") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
