@@ -23,7 +23,7 @@ func TestDiskQuota(t *testing.T) {
 	}
 	wantStatus(t, vol("a", 2048), http.StatusCreated)
 	wantError(t, vol("b", 1025), http.StatusTooManyRequests, "quota_exceeded",
-		"max_disk_gib is 3; team holds 2.0 GiB of disk (root disks of live sandboxes, hibernated memory, volumes and snapshots) and this needs 1.0 GiB more")
+		"max_disk_gib is 3; team holds 2.0 GiB of disk (root disks of live sandboxes, hibernated memory, volumes, snapshots, app build caches and git repositories) and this needs 1.0 GiB more")
 	wantError(t, call(t, env, req{method: "POST", path: "/v1/sandboxes", key: env.Key,
 		body: map[string]any{"template": "base", "disk_gib": 2}}), http.StatusTooManyRequests, "quota_exceeded", "max_disk_gib is 3")
 	q := decode[struct {

@@ -21,6 +21,12 @@
 //
 // Env values and webhook secrets are sealed with internal/secrets before
 // they reach the store, and env values are masked in build logs.
+//
+// The node_modules an install made from a lockfile is kept on the host
+// (internal/apps/depcache) and handed to the app's next build machine
+// whose lockfile is the same, through the guest agent's file channel:
+// that build skips its install. A team's caches are bounded, and they and
+// its git repositories count in its max_disk_gib (DiskUsage).
 package apps
 
 import (
@@ -39,6 +45,7 @@ import (
 	"time"
 
 	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/apps/depcache"
 	"github.com/pandastack/pandastack/internal/router"
 	"github.com/pandastack/pandastack/internal/sandboxes"
 	"github.com/pandastack/pandastack/internal/secrets"
@@ -93,6 +100,12 @@ type Config struct {
 	// DefaultRollbackWindow; below 0: hibernate right after the drain).
 	RollbackWindow time.Duration
 	MaxRepoBytes   int64
+	// CacheBudget is the bytes of dependency archives (depcache) each
+	// team keeps (default DefaultCacheBudget; below 0: no cache).
+	CacheBudget int64
+	// Quotas, when set, admits what the dependency cache keeps into the
+	// team's max_disk_gib (*quotas.Service; DiskUsage counts it).
+	Quotas Reserver
 	// Git keeps clones off the server's own networks (see GitGuard).
 	Git    GitGuard
 	Logger *slog.Logger
@@ -112,6 +125,9 @@ type Service struct {
 	locks    map[string]*sync.Mutex        // app id → one deploy/rollback at a time
 	running  map[string]context.CancelFunc // deploy id → cancel
 	logs     map[string]*deployLog         // deploy id → its log while it runs
+
+	// deps keeps installed dependencies between builds (nil: none).
+	deps *depcache.Cache
 }
 
 // New returns a Service for cfg, filling in defaults.
@@ -146,10 +162,13 @@ func New(cfg Config) *Service {
 	if cfg.RepoDir == "" && cfg.WorkDir != "" {
 		cfg.RepoDir = filepath.Join(cfg.WorkDir, "repos")
 	}
+	if cfg.CacheBudget == 0 {
+		cfg.CacheBudget = DefaultCacheBudget
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Service{cfg: cfg, log: cfg.Logger.With("component", "apps"), ctx: ctx, cancel: cancel,
 		backends: map[string]*backend{}, locks: map[string]*sync.Mutex{}, running: map[string]context.CancelFunc{},
-		logs: map[string]*deployLog{}}
+		logs: map[string]*deployLog{}, deps: newDepCache(cfg)}
 }
 
 // Start registers the route of every app in the store, pointed at its
@@ -420,6 +439,11 @@ func (s *Service) Delete(ctx context.Context, teamID, name string) error {
 	}
 	if err := s.removeRepo(a); err != nil {
 		errs = append(errs, err)
+	}
+	if s.deps != nil {
+		if err := s.deps.DropApp(a.TeamID, a.ID); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("delete app %s: %w", a.Name, errs[0])

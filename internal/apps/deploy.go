@@ -168,6 +168,7 @@ func (s *Service) release(ctx context.Context, a App, d *Deploy, env map[string]
 	d.Framework = string(plan.Framework)
 	l.printf("framework %s (%s); port %d", plan.Framework, plan.Reason, plan.Port)
 	s.put(ctx, d, l)
+	deps, cacheable := s.depsFor(src, plan)
 	var tarball bytes.Buffer
 	if err := tarDir(src, &tarball); err != nil {
 		return err
@@ -205,8 +206,9 @@ func (s *Service) release(ctx context.Context, a App, d *Deploy, env map[string]
 	}
 	bctx, cancel := context.WithTimeout(ctx, s.cfg.BuildTimeout)
 	defer cancel()
+	restored := cacheable && s.restoreDeps(bctx, g, a, deps, l)
 	for _, step := range []struct{ what, cmd string }{{"install", plan.Install}, {"build", plan.Build}} {
-		if step.cmd == "" {
+		if step.cmd == "" || (step.what == "install" && restored) {
 			continue
 		}
 		l.printf("$ %s", step.cmd)
@@ -219,6 +221,9 @@ func (s *Service) release(ctx context.Context, a App, d *Deploy, env map[string]
 		}
 		if code != 0 {
 			return fmt.Errorf("%s command `%s` exited with status %d", step.what, step.cmd, code)
+		}
+		if step.what == "install" && cacheable {
+			s.saveDeps(bctx, g, a, deps, l)
 		}
 	}
 	d.Status = StatusDeploying

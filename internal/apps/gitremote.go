@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/quotas"
 )
 
 // The git remote: every app has a repository PandaStack serves itself,
@@ -191,6 +192,15 @@ func (s *Service) ServeGit(w http.ResponseWriter, r *http.Request, teamID, name,
 		}
 		if r.ContentLength > s.cfg.MaxRepoBytes+gitBodySlack {
 			return pandastack.Errorf(pandastack.ETooLarge, "the push is %d MiB, over the repository limit of %d MiB", r.ContentLength>>20, s.cfg.MaxRepoBytes>>20)
+		}
+		// The repository counts in the team's max_disk_gib (DiskUsage):
+		// a team at its limit takes no more pushes.
+		if s.cfg.Quotas != nil {
+			release, err := s.cfg.Quotas.Reserve(ctx, teamID, quotas.Usage{DiskMiB: int(max(r.ContentLength, 1)+1<<20-1) >> 20})
+			if err != nil {
+				return err
+			}
+			defer release()
 		}
 		before = s.head(ctx, dir, a.Branch)
 		depID = pandastack.NewID("dep_")

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pandastack/pandastack"
 	"github.com/pandastack/pandastack/internal/apps"
+	"github.com/pandastack/pandastack/internal/quotas"
 	"github.com/pandastack/pandastack/internal/router"
 	"github.com/pandastack/pandastack/internal/sandboxes"
 	"github.com/pandastack/pandastack/internal/secrets"
@@ -127,6 +128,12 @@ func TestGitRemotePushDeploysTheAppBranch(t *testing.T) {
 // with team_a's credentials.
 func newGitRemote(t *testing.T, work string, maxRepoBytes int64) (*apps.Service, string) {
 	t.Helper()
+	return newGitRemoteWith(t, work, func(c *apps.Config) { c.MaxRepoBytes = maxRepoBytes })
+}
+
+// newGitRemoteWith is newGitRemote with its Config changed by set.
+func newGitRemoteWith(t *testing.T, work string, set func(*apps.Config)) (*apps.Service, string) {
+	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("git is not installed")
 	}
@@ -139,8 +146,9 @@ func newGitRemote(t *testing.T, work string, maxRepoBytes int64) (*apps.Service,
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := apps.New(apps.Config{Store: st, Routes: router.NewTable(), Machines: noMachines{}, Secrets: box,
-		WorkDir: filepath.Join(work, "apps"), MaxRepoBytes: maxRepoBytes})
+	cfg := apps.Config{Store: st, Routes: router.NewTable(), Machines: noMachines{}, Secrets: box, WorkDir: filepath.Join(work, "apps")}
+	set(&cfg)
+	svc := apps.New(cfg)
 	t.Cleanup(svc.Close)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		team, _, _ := r.BasicAuth()
@@ -199,6 +207,36 @@ func TestGitRemoteRefusesAPushOverTheLimit(t *testing.T) {
 		t.Errorf("the refused push moved a ref:\n%s", got)
 	}
 	if ds, _ := svc.ListDeploys(ctx, "team_a", "big"); len(ds) != 0 {
+		t.Errorf("the refused push queued %d deploys", len(ds))
+	}
+}
+
+// fullDisk is a stand-in for the quotas service: every team is at its
+// max_disk_gib (the quota arithmetic is internal/quotas' to test).
+type fullDisk struct{}
+
+func (fullDisk) Reserve(context.Context, string, quotas.Usage) (func(), error) {
+	return nil, pandastack.Errorf(pandastack.EQuota, "max_disk_gib is 1; team holds 1.0 GiB")
+}
+
+// A team at its max_disk_gib (git repositories count in it) takes no
+// more pushes: the push fails, no ref moves and nothing deploys.
+func TestGitRemoteRefusesAPushOverTheDiskQuota(t *testing.T) {
+	ctx := context.Background()
+	work := t.TempDir()
+	svc, remote := newGitRemoteWith(t, work, func(c *apps.Config) { c.Quotas = fullDisk{} })
+	if _, err := svc.Create(ctx, "team_a", apps.CreateParams{Name: "web"}); err != nil {
+		t.Fatal(err)
+	}
+	src, _ := newWorkingCopy(t, work, []byte("<h1>hi</h1>"))
+	out, err := gitCmd(t, src, "push", remote+"/git/web.git", "main")
+	if err == nil {
+		t.Fatalf("a push past the disk quota was accepted:\n%s", out)
+	}
+	if got, _ := gitCmd(t, work, "ls-remote", remote+"/git/web.git"); strings.Contains(got, "refs/heads/main") {
+		t.Errorf("the refused push moved a ref:\n%s", got)
+	}
+	if ds, _ := svc.ListDeploys(ctx, "team_a", "web"); len(ds) != 0 {
 		t.Errorf("the refused push queued %d deploys", len(ds))
 	}
 }

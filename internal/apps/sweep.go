@@ -21,6 +21,15 @@ func (s *Service) sweep(apps []App) {
 			s.remove(filepath.Join(s.cfg.WorkDir, e.Name()), "unfinished deploy's work dir")
 		}
 	}
+	if s.deps != nil {
+		ids := map[string]bool{}
+		for _, a := range apps {
+			ids[a.TeamID+"/"+a.ID] = true
+		}
+		for _, d := range s.deps.Sweep(func(team, app string) bool { return ids[team+"/"+app] }) {
+			s.log.Info("swept dependency cache of no app", "path", d)
+		}
+	}
 	if s.cfg.RepoDir == "" {
 		return
 	}

@@ -184,7 +184,7 @@ func Check(l Limits, have, want Usage) error {
 	}
 	if d := int64(l.MaxDiskGiB) << 10; want.DiskMiB > 0 && d > 0 && int64(have.DiskMiB+want.DiskMiB) > d {
 		return &pandastack.Error{Code: pandastack.EQuota, Message: fmt.Sprintf(
-			"max_disk_gib is %d; team holds %s of disk (root disks of live sandboxes, hibernated memory, volumes and snapshots) and this needs %s more",
+			"max_disk_gib is %d; team holds %s of disk (root disks of live sandboxes, hibernated memory, volumes, snapshots, app build caches and git repositories) and this needs %s more",
 			l.MaxDiskGiB, gib(have.DiskMiB), gib(want.DiskMiB))}
 	}
 	return nil

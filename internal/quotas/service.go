@@ -191,7 +191,7 @@ func (s *Service) count(ctx context.Context, teamID string) (Usage, error) {
 	for _, v := range vols {
 		u.DiskMiB += v.SizeMiB
 	}
-	for _, c := range s.cfg.Counters {
+	for _, c := range s.counters() {
 		more, err := c(ctx, teamID)
 		if err != nil {
 			return u, fmt.Errorf("count usage of team %s: %w", teamID, err)

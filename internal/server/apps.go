@@ -20,7 +20,9 @@ func (s *Server) openApps(ctx context.Context) {
 		Logger: s.log, Quotas: s.quotas})
 	s.apps = apps.New(apps.Config{Store: s.store, Machines: machines, Engine: engine, Secrets: s.secrets, Routes: s.routes,
 		Domain: s.domain(), URLPort: urlPort(s.cfg.Listen), WorkDir: filepath.Join(s.cfg.DataDir, "apps"), Git: apps.GitGuard{Allow: s.cfg.GitAllow},
-		RollbackWindow: s.cfg.AppRollbackWindow, Logger: s.log})
+		RollbackWindow: s.cfg.AppRollbackWindow, Quotas: s.quotas, Logger: s.log})
+	// Dependency caches and git repositories count in max_disk_gib.
+	s.quotas.AddCounter(s.apps.DiskUsage)
 	if err := s.apps.Start(ctx); err != nil {
 		s.log.Error("apps: restore routes", "err", err)
 	}

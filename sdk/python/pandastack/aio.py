@@ -22,6 +22,7 @@ import asyncio
 import inspect
 from typing import Any, AsyncIterator, Callable, Dict, List, Optional, Sequence, Union
 
+from . import errors
 from ._aioterminal import AsyncTerminal
 from ._models import CreatedKey, ExecResult, FileInfo, Key, ProcessInfo, Snapshot, Template
 from .client import (DEFAULT_TIMEOUT, BackgroundProcess, Filesystem, PandaStack, Sandbox,
@@ -78,6 +79,7 @@ class AsyncPandaStack:
                                               ssl_context=ssl_context)
         self.sandboxes = AsyncSandboxes(self)
         self.volumes = AsyncVolumes(self)
+        self.apps = AsyncApps(self)
 
     @property
     def base_url(self) -> str:
@@ -163,6 +165,55 @@ class AsyncVolumes:
 
     async def delete(self, id_or_name: str) -> None:
         await _run(self._c.sync.volumes.delete, id_or_name)
+
+
+class AsyncApps:
+    """``client.apps``, async: see :class:`pandastack.client.Apps`."""
+
+    def __init__(self, client: AsyncPandaStack):
+        self._c = client
+
+    async def create(self, name: str, git_url: Optional[str] = None, **kw: Any) -> Dict[str, Any]:
+        return await _run(self._c.sync.apps.create, name, git_url, **kw)
+
+    async def list(self) -> List[Dict[str, Any]]:
+        return await _run(self._c.sync.apps.list)
+
+    async def get(self, name: str) -> Dict[str, Any]:
+        return await _run(self._c.sync.apps.get, name)
+
+    async def delete(self, name: str) -> None:
+        await _run(self._c.sync.apps.delete, name)
+
+    async def deploy(self, name: str, ref: Optional[str] = None) -> Dict[str, Any]:
+        return await _run(self._c.sync.apps.deploy, name, ref)
+
+    async def deploys(self, name: str) -> List[Dict[str, Any]]:
+        return await _run(self._c.sync.apps.deploys, name)
+
+    async def get_deploy(self, name: str, deploy_id: str) -> Dict[str, Any]:
+        return await _run(self._c.sync.apps.get_deploy, name, deploy_id)
+
+    async def logs(self, name: str, deploy_id: str) -> str:
+        return await _run(self._c.sync.apps.logs, name, deploy_id)
+
+    async def wait_deploy(self, name: str, deploy_id: str, *, timeout: Optional[float] = 900.0,
+                          poll_interval: float = 1.0) -> Dict[str, Any]:
+        deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout
+        while True:
+            d = await self.get_deploy(name, deploy_id)
+            if d.get("status") in ("live", "failed", "superseded"):
+                return d
+            if deadline is not None and asyncio.get_running_loop().time() >= deadline:
+                raise errors.RequestTimeoutError(
+                    f"deploy {deploy_id} of app {name} still {d.get('status')} after {timeout}s")
+            await asyncio.sleep(poll_interval)
+
+    async def rollback(self, name: str, deploy_id: Optional[str] = None) -> Dict[str, Any]:
+        return await _run(self._c.sync.apps.rollback, name, deploy_id)
+
+    async def git_remote_url(self, name: str, *, with_key: bool = False) -> str:
+        return await _run(self._c.sync.apps.git_remote_url, name, with_key=with_key)
 
 
 def _client(client: Optional[AsyncPandaStack]) -> PandaStack:

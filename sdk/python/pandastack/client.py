@@ -14,6 +14,7 @@ from urllib.parse import quote
 from . import errors
 from ._http import CHUNK, Transport, iter_file
 from ._code import Execution, read_code_stream
+from ._apps import Apps
 from ._databases import Databases
 from ._models import (CreatedKey, ExecResult, FileInfo, Key, ProcessInfo, Snapshot, Template,
                       parse_time, read_exec_stream)
@@ -50,6 +51,7 @@ class PandaStack:
         self.sandboxes = Sandboxes(self)
         self.volumes = Volumes(self)
         self.databases = Databases(self)
+        self.apps = Apps(self)
 
     def __repr__(self) -> str:
         return f"PandaStack(base_url={self.base_url!r})"

@@ -75,6 +75,49 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
         self.wfile.flush()
 
+    def _apps(self, path, body):
+        """Apps as the server answers them: one app "web" with deploys
+        that go live on the second poll."""
+        srv = self.server
+        app = {"id": "app_1", "name": "web", "git_url": "git://h/web.git", "branch": "main",
+               "env_keys": ["TOKEN"], "git_remote": "/git/web.git", "url": "http://web.apps.localhost"}
+        dep = {"id": "dep_1", "app_id": "app_1", "status": "queued", "ref": "main"}
+        if path == "/v1/apps" and self.command == "POST":
+            req = json.loads(body["data"])
+            srv.app_requests.append(req)
+            if req["name"] == "taken":
+                return self._json(409, {"error": {"code": "conflict", "message": "app taken exists"}})
+            return self._json(201, dict(app, name=req["name"], webhook_secret="whsec_x"))
+        if path == "/v1/apps" and self.command == "GET":
+            return self._json(200, {"apps": [app]})
+        if path == "/v1/apps/web" and self.command == "GET":
+            return self._json(200, app)
+        if path == "/v1/apps/web" and self.command == "DELETE":
+            self.send_response(204)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if path == "/v1/apps/web/deploys" and self.command == "POST":
+            srv.app_requests.append(json.loads(body["data"]) if body["size"] else None)
+            return self._json(202, dep)
+        if path == "/v1/apps/web/deploys" and self.command == "GET":
+            return self._json(200, {"deploys": [dep]})
+        if path == "/v1/apps/web/deploys/dep_1" and self.command == "GET":
+            srv.polls += 1
+            status = "live" if srv.polls >= 2 else "building"
+            return self._json(200, dict(dep, status=status, framework="static", log="cloning\n"))
+        if path == "/v1/apps/web/deploys/dep_1/logs":
+            data = b"cloning\nframework static\n"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; charset=utf-8")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            return self.wfile.write(data)
+        if path == "/v1/apps/web/rollback" and self.command == "POST":
+            srv.app_requests.append(json.loads(body["data"]) if body["size"] else None)
+            return self._json(200, dict(dep, id="dep_0", status="live"))
+        return self._json(404, {"error": {"code": "not_found", "message": "app not found"}})
+
     def _route(self):
         srv = self.server
         srv.requests.append((self.command, self.path, dict(self.headers)))
@@ -125,6 +168,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if path == "/v1/databases/db-1/fork" and self.command == "POST":
             req = json.loads(body["data"])
             return self._json(201, {"id": "db-2", "name": req["name"], "state": "running", "password": "new"})
+        if path.startswith("/v1/apps"):
+            return self._apps(path, body)
         if path == "/v1/volumes" and self.command == "POST":
             req = json.loads(body["data"])
             if req["size_mib"] > 1000:
@@ -232,6 +277,7 @@ class LocalServerTest(unittest.TestCase):
         cls.srv.daemon_threads = True
         cls.srv.requests, cls.srv.conns, cls.srv.exec_bodies, cls.srv.created = [], set(), [], []
         cls.srv.key_queries, cls.srv.imports, cls.srv.ca_accepts, cls.srv.build_queries = [], [], [], []
+        cls.srv.app_requests, cls.srv.polls = [], 0
         threading.Thread(target=cls.srv.serve_forever, daemon=True).start()
         cls.url = "http://127.0.0.1:%d" % cls.srv.server_address[1]
         cls.addClassCleanup(cls.srv.server_close)
@@ -303,6 +349,47 @@ class LocalServerTest(unittest.TestCase):
         self.assertEqual(c.databases.hibernate("db-1")["state"], "hibernated")
         f = c.databases.fork("db-1", "orders-copy")
         self.assertEqual((f["id"], f["name"], f["password"]), ("db-2", "orders-copy", "new"))
+
+    def test_apps(self):
+        c = self.client()
+        a = c.apps.create("web", "git://h/web.git", env={"TOKEN": "t"}, health_path="/up",
+                          auto_hibernate_seconds=60)
+        self.assertEqual(self.srv.app_requests[-1], {"name": "web", "git_url": "git://h/web.git",
+                                                     "env": {"TOKEN": "t"}, "health_path": "/up",
+                                                     "auto_hibernate_seconds": 60})
+        self.assertEqual((a["name"], a["webhook_secret"]), ("web", "whsec_x"))
+        with self.assertRaises(ConflictError):
+            c.apps.create("taken")
+        self.assertEqual([x["name"] for x in c.apps.list()], ["web"])
+        self.assertEqual(c.apps.get("web")["git_remote"], "/git/web.git")
+        with self.assertRaises(NotFoundError):
+            c.apps.get("nope")
+        d = c.apps.deploy("web")
+        self.assertEqual((d["id"], d["status"]), ("dep_1", "queued"))
+        self.assertIsNone(self.srv.app_requests[-1])  # no ref: no body
+        c.apps.deploy("web", ref="v2")
+        self.assertEqual(self.srv.app_requests[-1], {"ref": "v2"})
+        self.assertEqual(c.apps.deploys("web")[0]["id"], "dep_1")
+        self.srv.polls = 0
+        done = c.apps.wait_deploy("web", "dep_1", poll_interval=0.01)
+        self.assertEqual((done["status"], done["framework"], self.srv.polls), ("live", "static", 2))
+        self.assertIn("framework static", c.apps.logs("web", "dep_1"))
+        r = c.apps.rollback("web")
+        self.assertEqual((r["id"], r["status"], self.srv.app_requests[-1]), ("dep_0", "live", None))
+        c.apps.rollback("web", "dep_0")
+        self.assertEqual(self.srv.app_requests[-1], {"deploy_id": "dep_0"})
+        self.assertEqual(c.apps.git_remote_url("web"), self.url + "/git/web.git")
+        self.assertEqual(c.apps.git_remote_url("web", with_key=True),
+                         self.url.replace("http://", "http://pandastack:pds_test@") + "/git/web.git")
+        c.apps.delete("web")
+        self.assertEqual(self.srv.requests[-1][:2], ("DELETE", "/v1/apps/web"))
+
+        async def run_async():
+            ac = AsyncPandaStack(sync_client=c)
+            self.srv.polls = 0
+            d = await ac.apps.deploy("web")
+            return (await ac.apps.wait_deploy("web", d["id"], poll_interval=0.01))["status"]
+        self.assertEqual(asyncio.run(run_async()), "live")
 
     def test_volumes(self):
         c = self.client()

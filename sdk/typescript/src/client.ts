@@ -4,6 +4,7 @@ import { makeError } from "./errors.js";
 import { HttpClient, NDJSON } from "./http.js";
 import { describe, isAbort, readNDJSON } from "./ndjson.js";
 import { Sandboxes } from "./sandbox.js";
+import { Apps } from "./apps.js";
 import { Databases } from "./databases.js";
 import {
   toCreatedKey,
@@ -338,6 +339,7 @@ export class PandaStack {
   readonly keys: Keys;
   readonly volumes: Volumes;
   readonly databases: Databases;
+  readonly apps: Apps;
   readonly quotas: QuotasAPI;
   readonly snapshots: Snapshots;
 
@@ -351,6 +353,7 @@ export class PandaStack {
     this.keys = new Keys(this.#http);
     this.volumes = new Volumes(this.#http);
     this.databases = new Databases(this.#http);
+    this.apps = new Apps(this.#http, apiKey);
     this.quotas = new QuotasAPI(this.#http);
     this.snapshots = new Snapshots(this.#http);
   }

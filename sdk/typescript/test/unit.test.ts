@@ -777,3 +777,61 @@ describe("keys and quotas", () => {
     assert.equal(seen[1]!.url, "/v1/quotas");
   });
 });
+
+describe("apps", () => {
+  const wa = { id: "app_1", team_id: "team_1", name: "web", git_url: "", branch: "main", env_keys: ["TOKEN"], health_path: "/",
+    health_timeout_seconds: 60, auto_hibernate_seconds: 30, live_deploy_id: "", url: "http://web.apps.localhost",
+    webhook_url: "/v1/apps/app_1/hooks/github", git_remote: "/git/web.git", created_at: "2025-01-02T03:04:05Z" };
+  const wd = { id: "dep_1", app_id: "app_1", status: "queued", ref: "main", created_at: "2025-01-02T03:04:05Z", updated_at: "2025-01-02T03:04:05Z" };
+
+  test("create sends snake_case and answers camelCase; a taken name is ConflictError", async () => {
+    serve((req, b, res) => {
+      const name = JSON.parse(b.toString()).name;
+      if (name === "taken") return json(res, 409, { error: { code: "conflict", message: "app taken exists" } });
+      json(res, 201, { ...wa, webhook_secret: "whsec_x" });
+    });
+    const a = await client().apps.create({ name: "web", env: { TOKEN: "t" }, healthPath: "/up", autoHibernateSeconds: 30 });
+    assert.deepEqual(JSON.parse(seen[0]!.body.toString()), { name: "web", env: { TOKEN: "t" }, health_path: "/up", auto_hibernate_seconds: 30 });
+    assert.equal(seen[0]!.url, "/v1/apps");
+    assert.deepEqual([a.name, a.gitUrl, a.gitRemote, a.webhookSecret, a.autoHibernateSeconds], ["web", "", "/git/web.git", "whsec_x", 30]);
+    assert.deepEqual(a.envKeys, ["TOKEN"]);
+    assert.ok(a.createdAt instanceof Date);
+    await assert.rejects(client().apps.create({ name: "taken" }), (e: unknown) => e instanceof ConflictError);
+  });
+
+  test("deploy, wait until done, logs, rollback, git remote, delete", async () => {
+    let polls = 0;
+    serve((req, _b, res) => {
+      if (req.method === "POST" && req.url === "/v1/apps/web/deploys") return json(res, 202, wd);
+      if (req.url === "/v1/apps/web/deploys/dep_1") {
+        polls++;
+        return json(res, 200, { ...wd, status: polls >= 2 ? "live" : "building", framework: "static", commit: "a".repeat(40), log: "cloning\n" });
+      }
+      if (req.url === "/v1/apps/web/deploys/dep_1/logs") {
+        res.writeHead(200, { "content-type": "text/plain; charset=utf-8" });
+        return res.end("cloning\nframework static\n");
+      }
+      if (req.url === "/v1/apps/web/deploys") return json(res, 200, { deploys: [wd] });
+      if (req.url === "/v1/apps/web/rollback") return json(res, 200, { ...wd, id: "dep_0", status: "live" });
+      if (req.method === "GET" && req.url === "/v1/apps/web") return json(res, 200, wa);
+      if (req.method === "DELETE" && req.url === "/v1/apps/web") return void res.writeHead(204).end();
+      json(res, 404, { error: { code: "not_found", message: "app not found" } });
+    });
+    const c = client();
+    const d = await c.apps.deploy("web", { ref: "v2" });
+    assert.deepEqual(JSON.parse(seen[0]!.body.toString()), { ref: "v2" });
+    assert.equal(d.status, "queued");
+    const done = await c.apps.wait("web", d.id, { pollMs: 5 });
+    assert.deepEqual([done.status, done.framework, done.log, polls], ["live", "static", "cloning\n", 2]);
+    assert.match(await c.apps.logs("web", "dep_1"), /framework static/);
+    assert.equal((await c.apps.deploys("web"))[0]!.id, "dep_1");
+    const r = await c.apps.rollback("web", { deployId: "dep_0" });
+    assert.deepEqual(JSON.parse(seen.at(-1)!.body.toString()), { deploy_id: "dep_0" });
+    assert.deepEqual([r.id, r.status], ["dep_0", "live"]);
+    assert.equal(await c.apps.gitRemoteUrl("web"), baseUrl + "/git/web.git");
+    assert.equal(await c.apps.gitRemoteUrl("web", { withKey: true }), baseUrl.replace("http://", "http://pandastack:pds_test@") + "/git/web.git");
+    await c.apps.delete("web");
+    assert.deepEqual([seen.at(-1)!.method, seen.at(-1)!.url], ["DELETE", "/v1/apps/web"]);
+    await assert.rejects(c.apps.get("nope"), (e: unknown) => e instanceof NotFoundError);
+  });
+});
