@@ -12,7 +12,7 @@ import (
 
 const backupColumns = `id, database_id, team_id, state, started_at, finished_at, start_lsn, end_lsn, start_wal, size_bytes, verified, error`
 
-// encodeTimeOrZero encodes t, the zero time as ''.
+// encodeTimeOrZero encodes t, the zero time as ”.
 func encodeTimeOrZero(field string, t time.Time) (string, error) {
 	if t.IsZero() {
 		return "", nil
