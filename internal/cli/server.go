@@ -29,6 +29,8 @@ func runServer(ctx context.Context, s *streams, args []string) int {
 	fs.StringVar(&cfg.TLSListen, "tls-listen", "", "address of the TLS listener routing by SNI (e.g. :8443): HTTPS for the API at DOMAIN and sandbox ports at PORT-SANDBOXID.DOMAIN, certificates from the server's CA (GET /v1/ca.pem); off when empty")
 	fs.StringVar(&cfg.DBListen, "db-listen", "", "address of the database router (e.g. :5432): PostgreSQL clients of every database, TLS routed by SNI <id>.DB-DOMAIN (or options=endpoint=<id>); off when empty (no databases)")
 	fs.StringVar(&cfg.DBDomain, "db-domain", "", "parent of databases' host names, under --sandbox-domain (default db.DOMAIN)")
+	fs.StringVar(&cfg.DBBackupSchedule, "db-backup-schedule", "@daily", "when each database's base backup is due (cron: 5 fields, @daily, @every 6h; off: only on demand); WAL is archived continuously")
+	fs.DurationVar(&cfg.DBBackupRetention, "db-backup-retention", server.DefaultDBBackupRetention, "how long database backups and archived WAL are kept")
 	fs.IntVar(&cfg.MaxConnsPerClient, "max-conns-per-client", server.DefaultMaxConnsPerClient, "connections one client address may hold at once on each listener (-1: no cap)")
 	fs.StringVar(&cfg.Accel, "accel", "auto", "auto (probe by booting a guest), kvm or tcg")
 	fs.StringVar(&templates, "templates", "base", "templates to build (or find cached) at start, comma separated")

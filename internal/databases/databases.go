@@ -82,6 +82,9 @@ type Config struct {
 	// CACert is the PEM certificate clients verify the router with.
 	CACert []byte
 	Logger *slog.Logger
+	// Backup archives WAL and takes base backups (backup.go); its zero
+	// value: none.
+	Backup BackupConfig
 }
 
 // Forker forks a running machine into one child whose copies of the
@@ -109,6 +112,8 @@ type Service struct {
 	httpURL string // SQL over HTTP's URL ("" when unknown)
 	// reviving serialises restarts of each database (revive.go).
 	reviving map[string]*sync.Mutex
+	// bk is the state of backups and WAL archiving (backup.go).
+	bk backups
 }
 
 // New returns a Service for cfg.
