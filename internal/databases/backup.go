@@ -230,7 +230,11 @@ func (s *Service) backup(ctx context.Context, d pandastack.Database) (pandastack
 		bs.mu.Unlock()
 	}()
 	// The slot and the replication rule come with the archive.
-	if err := s.arm(ctx, d, true); err != nil {
+	mu := s.dbLock(d.ID)
+	mu.Lock()
+	err := s.arm(ctx, d, true)
+	mu.Unlock()
+	if err != nil {
 		return pandastack.DatabaseBackup{}, fmt.Errorf("back up database %s: %w", d.ID, err)
 	}
 	st := s.cfg.Backup.Store
@@ -324,7 +328,7 @@ func (s *Service) streamOut(ctx context.Context, machineID string, timeout time.
 			return nil
 		})
 	if err == nil && (res.ExitCode != 0 || res.TimedOut) {
-		err = fmt.Errorf("%s: exit %d: %s", args[len(args)-1], res.ExitCode, tail(stderr.String(), 400))
+		err = fmt.Errorf("exit %d: %s", res.ExitCode, tail(stderr.String(), 400))
 	}
 	pw.CloseWithError(err) // nil: the reader sees the end
 	if cerr := <-done; err == nil && cerr != nil {
