@@ -18,7 +18,9 @@
 // disk quota); a machine that dies is restarted from it on the next
 // connection or at the server's start (revive.go). What is not here yet: SQL
 // over HTTP pooling (internal/sqlhttp opens a session per request),
-// backups. Fork (fork.go) copies a running database, memory and volume
+// verifying each base backup in a throwaway machine. WAL archiving, base
+// backups and point-in-time restore are backup.go, archive.go and
+// restore.go. Fork (fork.go) copies a running database, memory and volume
 // copy-on-write, into a new one with its own password.
 package databases
 
