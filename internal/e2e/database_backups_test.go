@@ -65,7 +65,7 @@ func TestDatabaseBackupsPointInTime(t *testing.T) {
 	if b.State != "done" || b.SizeBytes == 0 || b.StartLSN == "" || b.FinishedAt == nil {
 		t.Fatalf("backup %+v", b)
 	}
-	objs, _ := filepath.Glob(filepath.Join(main.dataDir, "objects", "databases", d.ID, "base", b.ID, "*"))
+	objs, _ := filepath.Glob(filepath.Join(main.dataDir, "objects", "data", "databases", d.ID, "base", b.ID, "*"))
 	if len(objs) == 0 {
 		t.Fatalf("no object under databases/%s/base/%s/ in the server's object store", d.ID, b.ID)
 	}
@@ -96,6 +96,9 @@ func TestDatabaseBackupsPointInTime(t *testing.T) {
 			t.Logf("WAL through %s (commit at %s) archived %v after the commit", l.WAL.ArchivedThroughLSN, lsn, time.Since(t2))
 			if len(l.Backups) != 1 || l.Backups[0].ID != b.ID || l.EarliestRestoreTime == nil {
 				t.Fatalf("list %+v", l)
+			}
+			if wal, _ := filepath.Glob(filepath.Join(main.dataDir, "objects", "data", "databases", d.ID, "wal", l.WAL.LastSegment+".gz")); len(wal) != 1 {
+				t.Fatalf("segment %s is not in the server's object store", l.WAL.LastSegment)
 			}
 			break
 		}
