@@ -30,6 +30,7 @@ func runServer(ctx context.Context, s *streams, args []string) int {
 	fs.StringVar(&cfg.DBListen, "db-listen", "", "address of the database router (e.g. :5432): PostgreSQL clients of every database, TLS routed by SNI <id>.DB-DOMAIN (or options=endpoint=<id>); off when empty (no databases)")
 	fs.StringVar(&cfg.DBDomain, "db-domain", "", "parent of databases' host names, under --sandbox-domain (default db.DOMAIN)")
 	fs.StringVar(&cfg.DBBackupSchedule, "db-backup-schedule", "@daily", "when each database's base backup is due (cron: 5 fields, @daily, @every 6h; off: only on demand); WAL is archived continuously")
+	fs.BoolVar(&cfg.DBBackupNoVerify, "db-backup-no-verify", false, "do not verify each base backup by restoring it in a throwaway machine")
 	fs.DurationVar(&cfg.DBBackupRetention, "db-backup-retention", server.DefaultDBBackupRetention, "how long database backups and archived WAL are kept")
 	fs.IntVar(&cfg.MaxConnsPerClient, "max-conns-per-client", server.DefaultMaxConnsPerClient, "connections one client address may hold at once on each listener (-1: no cap)")
 	fs.StringVar(&cfg.Accel, "accel", "auto", "auto (probe by booting a guest), kvm or tcg")

@@ -50,6 +50,9 @@ type BackupConfig struct {
 	// Retention is how long backups and WAL are kept (0: 7 days); a
 	// database's newest base backup is kept while the database exists.
 	Retention time.Duration
+	// Verify restores each new base backup in a throwaway machine
+	// (verify.go) and marks it verified.
+	Verify bool
 	// ArchiveEvery is how often the host collects finished WAL segments
 	// (0: 10 s). PostgreSQL finishes one at least every 30 s
 	// (archive_timeout) when there was a write.
@@ -288,6 +291,9 @@ func (s *Service) backup(ctx context.Context, d pandastack.Database) (pandastack
 		return b, err
 	}
 	log.Info("base backup taken", "ms", time.Since(t0).Milliseconds(), "bytes", b.SizeBytes, "start_lsn", start, "end_lsn", end)
+	if s.cfg.Backup.Verify {
+		s.verifyLater(d, b)
+	}
 	return b, nil
 }
 

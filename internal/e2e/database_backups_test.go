@@ -146,6 +146,22 @@ func TestDatabaseBackupsPointInTime(t *testing.T) {
 			t.Fatalf("restored to %s: rows %q, want t1,t2", target.Format(time.RFC3339Nano), got)
 		}
 	})
+	t.Run("the base backup is verified in a throwaway machine", func(t *testing.T) {
+		deadline := time.Now().Add(5 * time.Minute)
+		for {
+			l, err := c.ListDatabaseBackups(ctx, d.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(l.Backups) == 1 && l.Backups[0].Verified {
+				break
+			}
+			if len(l.Backups) != 1 || l.Backups[0].Error != "" || time.Now().After(deadline) {
+				t.Fatalf("backups %+v\n%s", l.Backups, main.tail())
+			}
+			time.Sleep(2 * time.Second)
+		}
+	})
 	t.Run("outside the window: a clear error, nothing made", func(t *testing.T) {
 		_, err := c.RestoreDatabase(ctx, d.ID, "ledger-early", b.StartedAt.Add(-time.Minute))
 		wantRefusal(t, "before the first backup", err, http.StatusBadRequest, "before the earliest restorable time")

@@ -18,7 +18,7 @@ func (s *Server) databaseBackupConfig() (databases.BackupConfig, error) {
 		return databases.BackupConfig{}, fmt.Errorf("open object store for database backups: %w", err)
 	}
 	return databases.BackupConfig{Objects: objects, Store: s.store, Schedule: s.cfg.DBBackupSchedule,
-		Retention: s.cfg.DBBackupRetention}, nil
+		Retention: s.cfg.DBBackupRetention, Verify: !s.cfg.DBBackupNoVerify}, nil
 }
 
 // runDatabaseBackups archives WAL and takes scheduled base backups until

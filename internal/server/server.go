@@ -129,6 +129,9 @@ type Config struct {
 	// DBBackupRetention how long backups and WAL are kept (0: 7 days).
 	DBBackupSchedule  string
 	DBBackupRetention time.Duration
+	// DBBackupNoVerify: base backups are not restored in a throwaway
+	// machine to verify them.
+	DBBackupNoVerify bool
 }
 
 // Server is a running single-node PandaStack.
