@@ -48,8 +48,8 @@ if ! grep -qx 'local replication postgres peer' "$hba"; then
   echo 'local replication postgres peer' >> "$hba"
   q -c 'SELECT pg_reload_conf()' >/dev/null
 fi
-if [ "$(q -c 'SHOW archive_timeout')" != 30s ]; then
-  q -c "ALTER SYSTEM SET archive_timeout = '30s'" -c "ALTER SYSTEM SET max_slot_wal_keep_size = '512MB'" -c 'SELECT pg_reload_conf()' >/dev/null
+if [ "$(q -c 'SHOW archive_timeout')" != 30s ] || [ "$(q -c 'SHOW max_slot_wal_keep_size')" != KEEPMB ]; then
+  q -c "ALTER SYSTEM SET archive_timeout = '30s'" -c "ALTER SYSTEM SET max_slot_wal_keep_size = 'KEEPMB'" -c 'SELECT pg_reload_conf()' >/dev/null
 fi
 mkdir -p "$dir"; chown postgres:postgres "$dir"; chmod 700 "$dir"
 if ! cat /proc/[0-9]*/comm 2>/dev/null | grep -qx pg_receivewal; then
@@ -69,7 +69,17 @@ func (s *Service) arm(ctx context.Context, d pandastack.Database, force bool) er
 	if !force && a.machine == d.MachineID && time.Since(a.at) < rearmEvery {
 		return nil
 	}
-	out, err := s.run(ctx, d.MachineID, "sh", "-c", archiveScript)
+	// The slot may hold a quarter of the volume (at least 64 MiB): a
+	// receiver that cannot keep up loses the archive's continuity, not
+	// the database its disk.
+	keep := 64
+	if d.VolumeID != "" {
+		if size, err := s.volumeSize(ctx, d); err == nil && size/4 > keep {
+			keep = size / 4
+		}
+	}
+	script := strings.ReplaceAll(archiveScript, "KEEPMB", fmt.Sprintf("%dMB", keep))
+	out, err := s.run(ctx, d.MachineID, "sh", "-c", script)
 	if err != nil {
 		return fmt.Errorf("set up WAL archiving: %w", err)
 	}
