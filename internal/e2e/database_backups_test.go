@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -80,8 +81,11 @@ func TestDatabaseBackupsPointInTime(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	mid := time.Now()
 	time.Sleep(2 * time.Second)
-	lsn := mustPsql(t, d, "insert into entries values ('t2'); select pg_current_wal_lsn()")
+	mustPsql(t, d, "insert into entries values ('t2')")
 	t2 := time.Now()
+	// Read after the commit (one psql -c is one transaction): the LSN is
+	// past t2's commit record.
+	lsn := mustPsql(t, d, "select pg_current_wal_lsn()")
 
 	// Continuous archiving: nothing asks for it, the WAL holding t2 gets
 	// to object storage (archive_timeout 30 s in the machine, collected
@@ -93,7 +97,7 @@ func TestDatabaseBackupsPointInTime(t *testing.T) {
 			t.Fatal(err)
 		}
 		if l.WAL.ArchivedThroughLSN != "" && lsnValue(t, l.WAL.ArchivedThroughLSN) >= lsnValue(t, lsn) {
-			t.Logf("WAL through %s (commit at %s) archived %v after the commit", l.WAL.ArchivedThroughLSN, lsn, time.Since(t2))
+			t.Logf("WAL through %s (past the commit, at %s) archived %v after the commit", l.WAL.ArchivedThroughLSN, lsn, time.Since(t2))
 			if len(l.Backups) != 1 || l.Backups[0].ID != b.ID || l.EarliestRestoreTime == nil {
 				t.Fatalf("list %+v", l)
 			}
@@ -162,6 +166,7 @@ func TestDatabaseBackupsPointInTime(t *testing.T) {
 			time.Sleep(2 * time.Second)
 		}
 	})
+	t.Cleanup(func() { logServerLines(t, d.ID, "base backup taken", "base backup verified", "database restored", "database recovered") })
 	t.Run("outside the window: a clear error, nothing made", func(t *testing.T) {
 		_, err := c.RestoreDatabase(ctx, d.ID, "ledger-early", b.StartedAt.Add(-time.Minute))
 		wantRefusal(t, "before the first backup", err, http.StatusBadRequest, "before the earliest restorable time")
@@ -177,4 +182,24 @@ func TestDatabaseBackupsPointInTime(t *testing.T) {
 			}
 		}
 	})
+}
+
+// logServerLines logs the suite server's log lines about database id
+// that hold one of msgs: where the time went, for the CI log.
+func logServerLines(t *testing.T, id string, msgs ...string) {
+	b, err := os.ReadFile(main.log)
+	if err != nil {
+		return
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.Contains(line, id) {
+			continue
+		}
+		for _, m := range msgs {
+			if strings.Contains(line, m) {
+				t.Log(line)
+				break
+			}
+		}
+	}
 }
