@@ -166,7 +166,9 @@ func TestDatabaseBackupsPointInTime(t *testing.T) {
 			time.Sleep(2 * time.Second)
 		}
 	})
-	t.Cleanup(func() { logServerLines(t, d.ID, "base backup taken", "base backup verified", "database restored", "database recovered") })
+	t.Cleanup(func() {
+		logServerLines(t, d.ID, "base backup taken", "base backup verified", "database restored", "database recovered")
+	})
 	t.Run("outside the window: a clear error, nothing made", func(t *testing.T) {
 		_, err := c.RestoreDatabase(ctx, d.ID, "ledger-early", b.StartedAt.Add(-time.Minute))
 		wantRefusal(t, "before the first backup", err, http.StatusBadRequest, "before the earliest restorable time")
