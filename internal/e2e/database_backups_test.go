@@ -174,12 +174,21 @@ func TestDatabaseBackupsPointInTime(t *testing.T) {
 		wantRefusal(t, "before the first backup", err, http.StatusBadRequest, "before the earliest restorable time")
 		_, err = c.RestoreDatabase(ctx, d.ID, "ledger-later", time.Now().Add(time.Hour))
 		wantRefusal(t, "in the future", err, http.StatusBadRequest, "in the future")
+		_, err = c.RestoreDatabase(ctx, d.ID, "ledger", mid)
+		wantRefusal(t, "a taken name", err, http.StatusConflict, "already exists")
+		// Asleep, the database cannot mark its WAL: a moment after the
+		// last one archived is refused until it wakes.
+		if _, err := c.HibernateDatabase(ctx, d.ID); err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.RestoreDatabase(ctx, d.ID, "ledger-asleep", time.Now().Add(-time.Second))
+		wantRefusal(t, "after the last archived moment, asleep", err, http.StatusBadRequest, "after the latest archived moment")
 		list, err := c.ListDatabases(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, x := range list {
-			if x.Name == "ledger-early" || x.Name == "ledger-later" || x.Name == "too-soon" {
+			if x.Name == "ledger-early" || x.Name == "ledger-later" || x.Name == "too-soon" || x.Name == "ledger-asleep" {
 				t.Fatalf("a refused restore left database %+v", x)
 			}
 		}
