@@ -4,7 +4,6 @@ import (
 	"compress/gzip"
 	"context"
 	"fmt"
-	"io"
 	"path"
 	"strings"
 	"time"
@@ -267,28 +266,4 @@ func (s *Service) placeWAL(ctx context.Context, g pandastack.Guest, key, file st
 		return fmt.Errorf("copy archived WAL %s: %w", key, err)
 	}
 	return nil
-}
-
-// execIn runs args as root in machine id with stdin (nil: none) for at
-// most timeout, and returns its output (its start); a non-zero exit is an
-// error carrying the output's end.
-func (s *Service) execIn(ctx context.Context, machineID string, timeout time.Duration, stdin io.Reader, args ...string) (string, error) {
-	g, err := s.cfg.Engine.Guest(ctx, machineID)
-	if err != nil {
-		return "", err
-	}
-	var out strings.Builder
-	res, err := g.Exec(ctx, pandastack.ExecRequest{Args: args, User: "root", Cwd: "/", TimeoutSeconds: timeout.Seconds()}, stdin, func(ev pandastack.ExecEvent) error {
-		if (ev.Type == "stdout" || ev.Type == "stderr") && out.Len() < 8192 {
-			out.Write(ev.Data)
-		}
-		return nil
-	})
-	if err != nil {
-		return "", err
-	}
-	if res.ExitCode != 0 || res.TimedOut {
-		return "", fmt.Errorf("exit %d: %s", res.ExitCode, tail(out.String(), 1200))
-	}
-	return out.String(), nil
 }
