@@ -74,6 +74,9 @@ var routeTable = []route{
 	{"POST", "/v1/databases/{id}/hibernate", team, (*Server).hibernateDatabase},
 	{"POST", "/v1/databases/{id}/wake", team, (*Server).wakeDatabase},
 	{"POST", "/v1/databases/{id}/fork", team, (*Server).forkDatabase},
+	{"GET", "/v1/databases/{id}/backups", team, (*Server).listDatabaseBackups},
+	{"POST", "/v1/databases/{id}/backups", team, (*Server).backupDatabase},
+	{"POST", "/v1/databases/{id}/restore", team, (*Server).restoreDatabase},
 	{"POST", "/sql", public, (*Server).sqlOverHTTP},
 	{"OPTIONS", "/sql", public, (*Server).sqlOverHTTP},
 

@@ -115,6 +115,9 @@ type Config struct {
 	// Databases is the managed PostgreSQL service (nil: the database
 	// routes answer 503).
 	Databases Databases
+	// DatabaseBackups lists and takes databases' backups and restores
+	// them to a point in time (nil: those routes answer 503).
+	DatabaseBackups DatabaseBackups
 	// SQL serves POST /sql, SQL over HTTP for the databases
 	// (*sqlhttp.Handler; nil: 503).
 	SQL http.Handler

@@ -17,6 +17,9 @@ func dbCommands() []command {
 		{"hibernate", "save a database's machine to disk (a connection wakes it)", runDBHibernate},
 		{"wake", "bring a hibernated database back", runDBWake},
 		{"fork", "copy a running database into a new one and print its connection URI", runDBFork},
+		{"backups", "list a database's base backups and WAL archive", runDBBackups},
+		{"backup", "take a base backup of a database now", runDBBackup},
+		{"restore", "restore a database to a point in time as a new one", runDBRestore},
 	}
 }
 

@@ -18,7 +18,9 @@
 // disk quota); a machine that dies is restarted from it on the next
 // connection or at the server's start (revive.go). What is not here yet: SQL
 // over HTTP pooling (internal/sqlhttp opens a session per request),
-// backups. Fork (fork.go) copies a running database, memory and volume
+// verifying each base backup in a throwaway machine. WAL archiving, base
+// backups and point-in-time restore are backup.go, archive.go and
+// restore.go. Fork (fork.go) copies a running database, memory and volume
 // copy-on-write, into a new one with its own password.
 package databases
 
@@ -82,6 +84,9 @@ type Config struct {
 	// CACert is the PEM certificate clients verify the router with.
 	CACert []byte
 	Logger *slog.Logger
+	// Backup archives WAL and takes base backups (backup.go); its zero
+	// value: none.
+	Backup BackupConfig
 }
 
 // Forker forks a running machine into one child whose copies of the
@@ -109,6 +114,8 @@ type Service struct {
 	httpURL string // SQL over HTTP's URL ("" when unknown)
 	// reviving serialises restarts of each database (revive.go).
 	reviving map[string]*sync.Mutex
+	// bk is the state of backups and WAL archiving (backup.go).
+	bk backups
 }
 
 // New returns a Service for cfg.

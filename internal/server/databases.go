@@ -30,7 +30,11 @@ func (s *Server) openDatabases(ctx context.Context) error {
 	if d := s.dbDomain(); s.cfg.DBListen != "" && d != s.domain() && !strings.HasSuffix(d, "."+s.domain()) {
 		return fmt.Errorf("--db-domain %s must be under --sandbox-domain %s (the server's CA issues for that domain)", d, s.domain())
 	}
-	s.databases = databases.New(databases.Config{Store: s.store,
+	backup, err := s.databaseBackupConfig()
+	if err != nil {
+		return err
+	}
+	s.databases = databases.New(databases.Config{Store: s.store, Backup: backup,
 		Sandboxes: sandboxes.New(sandboxes.Config{Store: s.store, Engine: registry.Engine{Engine: s.engine, Registry: s.registry},
 			Logger: s.log, Quotas: s.quotas}),
 		Engine: s.engine, Forks: s.engine, Volumes: s.engine, Quotas: s.quotas, Secrets: s.secrets, Routes: s.routes, Domain: s.dbDomain(),

@@ -124,6 +124,14 @@ type Config struct {
 	DBDomain string
 	// DBReady, if set, is called with the database router's address.
 	DBReady func(addr string)
+	// DBBackupSchedule is when databases' base backups are due
+	// (internal/cron syntax; "" is @daily, "off" none but on demand);
+	// DBBackupRetention how long backups and WAL are kept (0: 7 days).
+	DBBackupSchedule  string
+	DBBackupRetention time.Duration
+	// DBBackupNoVerify: base backups are not restored in a throwaway
+	// machine to verify them.
+	DBBackupNoVerify bool
 }
 
 // Server is a running single-node PandaStack.
@@ -448,7 +456,8 @@ func (s *Server) Handler() http.Handler {
 	return api.New(api.Config{Store: s.store, Engine: registry.Engine{Engine: s.sandboxEngine(), Registry: s.registry}, Builder: s.builder, Templates: s.registry, Logger: s.log,
 		Quotas: s.quotas, Storage: s.reserve, SandboxDomain: s.cfg.SandboxDomain, Network: s.apiNetwork(),
 		ProxySecret: s.proxySecret, Archive: s.archive, Hosts: s.hosts, CACert: s.caPEM(), Bench: s.bench, Apps: s.apps,
-		E2B: s.e2bServer(), Functions: s.fns, Cron: s.cron, Databases: s.databases, SQL: s.sqlHandler()}).Handler()
+		E2B: s.e2bServer(), Functions: s.fns, Cron: s.cron, Databases: s.databases, SQL: s.sqlHandler(),
+		DatabaseBackups: s.databases}).Handler()
 }
 
 // Routes is the route table services register hostnames in (the HTTP
@@ -503,6 +512,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	go s.cow.KeepTrimmed(bctx, s.log)
 	go s.collectVariants(bctx)
 	go func() { _ = s.cron.Run(bctx) }()
+	go s.runDatabaseBackups(bctx)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	s.log.Info("serving", "addr", ln.Addr().String(), "data_dir", s.cfg.DataDir, "accel", s.probe.Accel)

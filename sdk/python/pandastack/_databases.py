@@ -52,6 +52,23 @@ class Databases:
         fork has its own password; returns like create."""
         return self._c._t.call("POST", _path(id_or_name) + "/fork", json_body={"name": name})
 
+    def backups(self, id_or_name: str) -> Dict[str, Any]:
+        """The database's base backups (oldest first), where its WAL
+        archive stands (``wal``) and ``earliest_restore_time``."""
+        return self._c._t.call("GET", _path(id_or_name) + "/backups")
+
+    def backup(self, id_or_name: str) -> Dict[str, Any]:
+        """Takes a base backup of a running database now; returns it once
+        it is in object storage."""
+        return self._c._t.call("POST", _path(id_or_name) + "/backups")
+
+    def restore(self, id_or_name: str, name: str, target_time: str) -> Dict[str, Any]:
+        """Makes database ``name`` from the database's backups as it was at
+        ``target_time`` (RFC 3339); returns like create, with its own
+        password."""
+        return self._c._t.call("POST", _path(id_or_name) + "/restore",
+                               json_body={"name": name, "target_time": target_time})
+
 
 def _path(id_or_name: str) -> str:
     return "/v1/databases/" + quote(id_or_name, safe="")

@@ -170,6 +170,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self._json(201, {"id": "db-2", "name": req["name"], "state": "running", "password": "new"})
         if path.startswith("/v1/apps"):
             return self._apps(path, body)
+        if path == "/v1/databases/db-1/restore" and self.command == "POST":
+            req = json.loads(body["data"])
+            if req["target_time"] < "2026":
+                return self._json(400, {"error": {"code": "invalid_argument", "message": "before the earliest restorable time"}})
+            return self._json(201, {"id": "db-3", "name": req["name"], "state": "running", "password": "own"})
+        if path == "/v1/databases/db-1/backups":
+            if self.command == "POST":
+                return self._json(201, {"id": "dbb-1", "database_id": "db-1", "state": "done", "size_bytes": 42, "verified": False})
+            return self._json(200, {"backups": [{"id": "dbb-1", "state": "done"}], "wal": {"last_segment": "000000010000000000000003"}})
         if path == "/v1/volumes" and self.command == "POST":
             req = json.loads(body["data"])
             if req["size_mib"] > 1000:
@@ -349,6 +358,12 @@ class LocalServerTest(unittest.TestCase):
         self.assertEqual(c.databases.hibernate("db-1")["state"], "hibernated")
         f = c.databases.fork("db-1", "orders-copy")
         self.assertEqual((f["id"], f["name"], f["password"]), ("db-2", "orders-copy", "new"))
+        self.assertEqual(c.databases.backup("db-1")["state"], "done")
+        self.assertEqual(c.databases.backups("db-1")["wal"]["last_segment"], "000000010000000000000003")
+        r = c.databases.restore("db-1", "orders-then", "2026-11-24T10:30:00Z")
+        self.assertEqual((r["id"], r["name"]), ("db-3", "orders-then"))
+        with self.assertRaises(InvalidArgumentError):
+            c.databases.restore("db-1", "too-early", "2020-01-01T00:00:00Z")
 
     def test_apps(self):
         c = self.client()

@@ -118,6 +118,45 @@ export class Databases {
       await this.#http.json<WireDatabase>({ method: "POST", path: dbPath(idOrName) + "/fork", json: { name }, signal: opts.signal }),
     );
   }
+
+  /** The database's base backups (oldest first), its WAL archive's position and earliest restore time (wire JSON). */
+  async backups(idOrName: string, opts: RequestOptions = {}): Promise<DatabaseBackupList> {
+    return this.#http.json<DatabaseBackupList>({ method: "GET", path: dbPath(idOrName) + "/backups", signal: opts.signal });
+  }
+
+  /** Takes a base backup of a running database now; resolves once it is in object storage. */
+  async backup(idOrName: string, opts: RequestOptions = {}): Promise<DatabaseBackup> {
+    return this.#http.json<DatabaseBackup>({ method: "POST", path: dbPath(idOrName) + "/backups", signal: opts.signal });
+  }
+
+  /** Makes database `name` from the database's backups as it was at `targetTime`; resolves like create. */
+  async restore(idOrName: string, name: string, targetTime: Date | string, opts: RequestOptions = {}): Promise<Database> {
+    const target_time = targetTime instanceof Date ? targetTime.toISOString() : targetTime;
+    return toDatabase(
+      await this.#http.json<WireDatabase>({ method: "POST", path: dbPath(idOrName) + "/restore", json: { name, target_time }, signal: opts.signal }),
+    );
+  }
+}
+
+/** A base backup of a database, as the server sends it. */
+export interface DatabaseBackup {
+  id: string;
+  database_id: string;
+  state: "running" | "done" | "failed";
+  started_at: string;
+  finished_at?: string;
+  start_lsn?: string;
+  end_lsn?: string;
+  size_bytes: number;
+  verified: boolean;
+  error?: string;
+}
+
+/** A database's backups and WAL archive, as the server sends them. */
+export interface DatabaseBackupList {
+  backups: DatabaseBackup[];
+  wal: { last_segment?: string; archived_through_lsn?: string; archived_at?: string };
+  earliest_restore_time?: string;
 }
 
 function dbPath(idOrName: string): string {

@@ -1,0 +1,77 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+func runDBBackups(ctx context.Context, s *streams, args []string) int {
+	p := newParser("db backups", "ID|NAME", "List a database's base backups, oldest first, and where its continuous WAL\n"+
+		"archive stands (a restore reaches any moment from the first backup's end).").withClient(ctx)
+	asJSON := p.fs.Bool("json", false, "print JSON")
+	pos, code, ok := p.parse(s, args, 1)
+	if !ok {
+		return code
+	}
+	l, err := p.client.client().ListDatabaseBackups(ctx, pos[0])
+	if err != nil {
+		return fail(s, err)
+	}
+	if *asJSON {
+		printJSON(s.out, l)
+		return 0
+	}
+	t := newTable(s.out, "ID", "STATE", "STARTED", "SIZE", "START LSN", "VERIFIED")
+	for _, b := range l.Backups {
+		t.row(b.ID, b.State, when(b.StartedAt), fmt.Sprint(b.SizeBytes), b.StartLSN, fmt.Sprint(b.Verified))
+	}
+	t.flush()
+	if l.WAL.ArchivedAt != nil {
+		fmt.Fprintf(s.out, "WAL archived through %s (segment %s) at %s\n", l.WAL.ArchivedThroughLSN, l.WAL.LastSegment, when(*l.WAL.ArchivedAt))
+	}
+	if l.EarliestRestoreTime != nil {
+		fmt.Fprintf(s.out, "earliest restore time: %s\n", l.EarliestRestoreTime.UTC().Format(time.RFC3339))
+	}
+	return 0
+}
+
+func runDBBackup(ctx context.Context, s *streams, args []string) int {
+	p := newParser("db backup", "ID|NAME", "Take a base backup of a running database now and print it as JSON\n"+
+		"once it is in object storage.").withClient(ctx)
+	pos, code, ok := p.parse(s, args, 1)
+	if !ok {
+		return code
+	}
+	b, err := p.client.client().BackupDatabase(ctx, pos[0])
+	if err != nil {
+		return fail(s, err)
+	}
+	printJSON(s.out, b)
+	return 0
+}
+
+func runDBRestore(ctx context.Context, s *streams, args []string) int {
+	p := newParser("db restore", "ID|NAME NEW-NAME TIME", "Make database NEW-NAME from a database's backups as it was at TIME (RFC 3339,\n"+
+		"e.g. 2026-11-24T10:30:00Z) and print its connection URI. It has its own password.").withClient(ctx)
+	asJSON := p.fs.Bool("json", false, "print the new database as JSON")
+	pos, code, ok := p.parse(s, args, 3)
+	if !ok {
+		return code
+	}
+	at, err := time.Parse(time.RFC3339Nano, pos[2])
+	if err != nil {
+		fmt.Fprintf(s.err, "pandastack: TIME %q is not an RFC 3339 time (e.g. 2026-11-24T10:30:00Z)\n", pos[2])
+		return 2
+	}
+	d, err := p.client.client().RestoreDatabase(ctx, pos[0], pos[1], at)
+	if err != nil {
+		return fail(s, err)
+	}
+	if *asJSON {
+		printJSON(s.out, d)
+	} else {
+		fmt.Fprintln(s.out, d.ConnectionURI)
+	}
+	return 0
+}
