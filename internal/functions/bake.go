@@ -158,7 +158,15 @@ func (s *Service) bakeOnBase(ctx context.Context, teamID, name, base string, b *
 	if err != nil {
 		return pandastack.Snapshot{}, fmt.Errorf("deploy function %s: start its VM: %w", name, err)
 	}
+	baked := false
 	defer func() {
+		// Once the snapshot is taken the VM is killed off the answer's
+		// path (Wait waits for it); a deploy that failed has it killed
+		// before it answers.
+		if baked {
+			s.teardown(context.WithoutCancel(ctx), s.log, sb.ID, nil)
+			return
+		}
 		if err := s.cfg.Engine.Kill(context.WithoutCancel(ctx), sb.ID, pandastack.StateKilled); err != nil {
 			s.log.Error("kill a function's deploy VM", "sandbox", sb.ID, "err", err)
 		}
@@ -168,14 +176,21 @@ func (s *Service) bakeOnBase(ctx context.Context, teamID, name, base string, b *
 	if err != nil {
 		return pandastack.Snapshot{}, fmt.Errorf("deploy function %s: reach its VM: %w", name, err)
 	}
-	if out, err := run(ctx, g, pandastack.ExecRequest{Cmd: "tar -xf - -C / --no-same-owner"}, bytes.NewReader(b.tar)); err != nil {
-		return pandastack.Snapshot{}, fmt.Errorf("deploy function %s: unpack its bundle: %w (%s)", name, err, out)
+	// A small bundle's files ride on the load request (the shim writes
+	// them); a big one is unpacked by tar first (a process to start,
+	// slow under TCG on a first run).
+	files, small := b.codeFiles(maxInlineBundleBytes)
+	if !small {
+		if out, err := run(ctx, g, pandastack.ExecRequest{Cmd: "tar -xf - -C / --no-same-owner"}, bytes.NewReader(b.tar)); err != nil {
+			return pandastack.Snapshot{}, fmt.Errorf("deploy function %s: unpack its bundle: %w (%s)", name, err, out)
+		}
+		files = nil
 	}
 	tUnpacked := time.Now()
 	if env == nil {
 		env = map[string]string{}
 	}
-	reply, err := ask(ctx, g, map[string]any{"load": map[string]any{"dir": codeDir, "file": file, "function": function, "env": env}})
+	reply, err := ask(ctx, g, map[string]any{"load": map[string]any{"dir": codeDir, "file": file, "function": function, "env": env, "files": files}})
 	if err != nil && ctx.Err() != nil {
 		return pandastack.Snapshot{}, pandastack.Errorf(pandastack.ETimeout, "the handler did not load within %s", s.cfg.DeployTimeout)
 	}
@@ -197,6 +212,7 @@ func (s *Service) bakeOnBase(ctx context.Context, teamID, name, base string, b *
 	if err != nil {
 		return pandastack.Snapshot{}, fmt.Errorf("deploy function %s: snapshot its VM: %w", name, err)
 	}
+	baked = true
 	s.log.Info("function baked", "name", name, "sandbox", sb.ID, "base", base, "restore_ms", tRestored.Sub(t0).Milliseconds(),
 		"unpack_ms", tUnpacked.Sub(tRestored).Milliseconds(), "load_ms", tLoaded.Sub(tUnpacked).Milliseconds(),
 		"snapshot_ms", time.Since(tLoaded).Milliseconds(), "ms", time.Since(t0).Milliseconds())

@@ -8,10 +8,11 @@
 // Two ways to start:
 //   node shim.mjs DIR FILE FUNCTION PORT STATEDIR   load, then serve
 //   node shim.mjs --wait PORT STATEDIR              serve first, and load
-//     the handler when a {"load": {"dir", "file", "function", "env"}} line
-//     asks (answered {"ok"} or {"ok": false, "error"}): the runtime base
-//     snapshot is taken while the shim waits so, and every deploy restores
-//     it instead of starting Node (seconds under TCG).
+//     the handler when a {"load": {"dir", "file", "function", "env",
+//     "files"}} line asks (answered {"ok"} or {"ok": false, "error"}),
+//     after writing files ([{path, mode, data (base64)}]) under dir: the
+//     runtime base snapshot is taken while the shim waits so, and every
+//     deploy restores it instead of starting Node (seconds under TCG).
 import fs from "node:fs";
 import net from "node:net";
 import path from "node:path";
@@ -93,10 +94,22 @@ async function invoke(line) {
   }
 }
 
+// unpack writes a bundle's files (paths relative and clean, checked by the
+// server) under dir: no process to start for it.
+function unpack(dir, files) {
+  for (const f of files) {
+    const p = path.join(dir, f.path);
+    fs.mkdirSync(path.dirname(p), { recursive: true });
+    fs.writeFileSync(p, Buffer.from(f.data, "base64"), { mode: f.mode });
+    fs.chmodSync(p, f.mode);
+  }
+}
+
 // loadRequest answers a waiting shim's load line.
 async function loadRequest(l) {
   if (handler) throw new LoadError("a handler is loaded already");
   try {
+    unpack(l.dir, l.files ?? []);
     handler = await load(l.dir, l.file, l.function, l.env);
   } catch (e) {
     if (!(e instanceof LoadError)) throw e;

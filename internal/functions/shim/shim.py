@@ -7,10 +7,12 @@
 # Two ways to start:
 #   shim.py DIR FILE FUNCTION PORT STATEDIR   load the handler, then serve
 #   shim.py --wait PORT STATEDIR              serve first, and load the
-#       handler when a {"load": {"dir", "file", "function", "env"}} line
-#       asks (answered {"ok"} or {"ok": false, "error"}): the runtime base
-#       snapshot is taken while the shim waits so, and every deploy
-#       restores it instead of starting Python.
+#       handler when a {"load": {"dir", "file", "function", "env",
+#       "files"}} line asks (answered {"ok"} or {"ok": false, "error"}),
+#       after writing files ([{"path", "mode", "data" (base64)}]) under
+#       dir: the runtime base snapshot is taken while the shim waits so,
+#       and every deploy restores it instead of starting Python.
+import base64
 import contextlib
 import importlib.util
 import io
@@ -44,6 +46,17 @@ def load(code_dir, file, func, env):
     if not callable(h):
         raise LoadError("%s.py has no function %s" % (file, func))
     return h
+
+
+def unpack(code_dir, files):
+    """Writes a bundle's files (paths relative and clean, checked by the
+    server) under code_dir: no process to start for it."""
+    for f in files:
+        path = os.path.join(code_dir, f["path"])
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as out:
+            out.write(base64.b64decode(f["data"]))
+        os.chmod(path, f["mode"])
 
 
 def reseed():
@@ -87,6 +100,7 @@ def invoke(line):
             if handler is not None:
                 raise LoadError("a handler is loaded already")
             try:
+                unpack(l["dir"], l.get("files") or [])
                 handler = load(l["dir"], l["file"], l["function"], l.get("env"))
             except LoadError as e:
                 return json.dumps({"ok": False, "error": {"type": "LoadError", "message": str(e), "stack": ""}, "logs": ""})
