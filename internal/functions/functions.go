@@ -69,6 +69,9 @@ type Config struct {
 	Prewarm         func(ctx context.Context, snapshotID string, n int) error
 	PrewarmSize     int
 	PrewarmVersions int
+	// MaxStarting bounds the invocation VMs starting at once on this host
+	// (default DefaultMaxStarting per core); see starts.go.
+	MaxStarting int
 	// Resolve finds the build a team's template reference names (with its
 	// owner, "" for a public one), and Snapshots lists snapshots ("" for
 	// every team's): with both, deploys restore a runtime base instead of
@@ -95,6 +98,8 @@ type Service struct {
 	prewarmed []prewarmedVersion
 	// bases are the runtime bases (base.go); guarded by mu.
 	bases map[baseKey]*baseEntry
+	// starting holds a token per invocation VM starting (starts.go).
+	starting chan struct{}
 }
 
 // New returns a Service for cfg, filling in defaults.
@@ -114,7 +119,11 @@ func New(cfg Config) *Service {
 	if cfg.PrewarmVersions <= 0 {
 		cfg.PrewarmVersions = DefaultPrewarmVersions
 	}
-	return &Service{cfg: cfg, log: cfg.Logger, gates: map[string]*gate{}, pools: map[string]*pool{}, bases: map[baseKey]*baseEntry{}}
+	if cfg.MaxStarting <= 0 {
+		cfg.MaxStarting = defaultMaxStarting()
+	}
+	return &Service{cfg: cfg, log: cfg.Logger, gates: map[string]*gate{}, pools: map[string]*pool{}, bases: map[baseKey]*baseEntry{},
+		starting: make(chan struct{}, cfg.MaxStarting)}
 }
 
 // MaxBundleBytes is the largest bundle a deploy takes.
