@@ -234,7 +234,14 @@ func (s *Service) Deploy(ctx context.Context, teamID string, p DeployParams) (Fu
 	if base := s.runtimeBase(ctx, teamID, tmpl, p.Runtime, p.MemoryMiB); base != "" {
 		snap, err = s.bakeOnBase(ctx, teamID, p.Name, base, b, file, function, p.Env)
 		if errors.Is(err, errBaseGone) {
+			// Its files are gone or its shim is dead: drop it (record
+			// too), so the next deploy bakes another.
+			s.log.Warn("dropping a runtime base that does not serve", "snapshot", base, "err", err)
 			s.forgetBase(base)
+			if s.cfg.Prewarm != nil {
+				s.dropPrewarmed(ctx, []string{base})
+			}
+			s.dropSnapshot(ctx, base)
 			snap, err = s.bake(ctx, teamID, p.Name, tmpl, p.MemoryMiB, b, shimCommand(p.Runtime, file, function), p.Env)
 		}
 	} else {
