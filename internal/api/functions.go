@@ -200,10 +200,14 @@ func (s *Server) invokeFunction(w http.ResponseWriter, r *http.Request) error {
 		w.Write(bytes.TrimSpace(inv.Result))
 		w.Write([]byte{'\n'})
 	case inv.Status == functions.StatusError:
-		if code := pandastack.ErrorCode(inv.Err); inv.Err != nil && code != pandastack.EInternal {
-			return pandastack.Errorf(code, "invocation %s could not run: %s", inv.ID, pandastack.ErrorMessage(inv.Err))
+		code, msg := pandastack.EUnavailable, inv.Error.Message
+		if c := pandastack.ErrorCode(inv.Err); inv.Err != nil && c != pandastack.EInternal {
+			code, msg = c, pandastack.ErrorMessage(inv.Err)
 		}
-		return pandastack.Errorf(pandastack.EUnavailable, "invocation %s could not run: %s", inv.ID, inv.Error.Message)
+		if code == pandastack.EUnavailable || code == pandastack.ERateLimited {
+			w.Header().Set("Retry-After", "1") // the host was short of room: worth a retry
+		}
+		return pandastack.Errorf(code, "invocation %s could not run: %s", inv.ID, msg)
 	default:
 		kind := "Unhandled"
 		if inv.Status == functions.StatusTimedOut {

@@ -22,8 +22,15 @@ type functionsBenchResult struct {
 	Invocations int    `json:"invocations"`
 	// Deploy until invocable: the deploy call answers once the version
 	// serves (bundle unpacked, runtime started, handler loaded, snapshot).
+	// The first deploy of each runtime (it may bake the runtime's base,
+	// once per server and template build).
 	DeployPythonMs float64 `json:"fn_deploy_python_ms"`
 	DeployNodeMs   float64 `json:"fn_deploy_node_ms"`
+	// benchRedeploys more deploys of each, one after another.
+	DeployPythonP50 float64 `json:"fn_deploy_python_p50_ms"`
+	DeployPythonP99 float64 `json:"fn_deploy_python_p99_ms"`
+	DeployNodeP50   float64 `json:"fn_deploy_node_p50_ms"`
+	DeployNodeP99   float64 `json:"fn_deploy_node_p99_ms"`
 	// Fresh invocations of hello-world handlers, one after another.
 	PythonFreshP50 float64 `json:"fn_python_fresh_p50_ms"`
 	PythonFreshP99 float64 `json:"fn_python_fresh_p99_ms"`
@@ -53,6 +60,10 @@ type functionsBenchResult struct {
 	CronLatenessP50Ms float64 `json:"cron_lateness_p50_ms"`
 	CronLatenessP99Ms float64 `json:"cron_lateness_p99_ms"`
 }
+
+// benchRedeploys is how many times each hello function is deployed again
+// for the deploy p50/p99.
+const benchRedeploys = 5
 
 const (
 	benchPyHandler   = "def handler(event, context):\n    return {'hello': event.get('name')}\n"
@@ -113,6 +124,21 @@ func benchFunctions(ctx context.Context, c *sdk.Client, n, cronRuns int, progres
 	if _, err = deploy("warm", "python", "main.handler", "main.py", benchPyHandler, "warm"); err != nil {
 		return nil, fmt.Errorf("deploy warm python: %w", err)
 	}
+	progress("%d more deploys of each", benchRedeploys)
+	var pys, nodes []float64
+	for range benchRedeploys {
+		d, err := deploy("python", "python", "main.handler", "main.py", benchPyHandler, "")
+		if err != nil {
+			return nil, fmt.Errorf("redeploy python: %w", err)
+		}
+		pys = append(pys, d)
+		if d, err = deploy("node", "node", "index.handler", "index.mjs", benchNodeHandler, ""); err != nil {
+			return nil, fmt.Errorf("redeploy node: %w", err)
+		}
+		nodes = append(nodes, d)
+	}
+	res.DeployPythonP50, res.DeployPythonP99 = pct(pys, 50), pct(pys, 99)
+	res.DeployNodeP50, res.DeployNodeP99 = pct(nodes, 50), pct(nodes, 99)
 	progress("%d plain sandbox creates from the base template (the floor)", n)
 	if res.CreateFloorP50, res.CreateFloorP99, err = createFloor(ctx, c, n); err != nil {
 		return nil, fmt.Errorf("create floor: %w", err)

@@ -93,13 +93,13 @@ func TestBenchFunctionsPlumbing(t *testing.T) {
 		t.Fatal(err)
 	}
 	if res.Invocations != 4 || res.PythonFreshP50 <= 0 || res.WarmP99 <= 0 || res.Parallel20Ms <= 0 || res.CronLatenessP50Ms != 100 || res.CronLatenessP99Ms != 100 ||
-		res.CreateFloorP50 <= 0 || res.InvokeFreshP50 != res.PythonFreshP50 || res.InvokeFreshFloorRatio != res.PythonFreshP50/res.CreateFloorP50 || res.Parallel20Failed != 0 {
+		res.CreateFloorP50 <= 0 || res.DeployNodeP99 <= 0 || res.InvokeFreshP50 != res.PythonFreshP50 || res.InvokeFreshFloorRatio != res.PythonFreshP50/res.CreateFloorP50 || res.Parallel20Failed != 0 {
 		t.Fatalf("result: %+v", res)
 	}
-	// 4 plain creates (the floor), each killed; 3 deploys; 4 python + 4
+	// 4 plain creates (the floor), each killed; 3 deploys and 2×5 more; 4 python + 4
 	// node + 1 + 4 warm + 20 parallel invocations; all removed.
 	n := calls()
-	if n["POST /v1/functions"] != 3 || n["invoke"] != 33 || n["delete function"] != 3 || n["DELETE /v1/schedules/cron_1"] != 1 ||
+	if n["POST /v1/functions"] != 3+2*benchRedeploys || n["invoke"] != 33 || n["delete function"] != 3 || n["DELETE /v1/schedules/cron_1"] != 1 ||
 		n["POST /v1/sandboxes"] != 4 || n["DELETE /v1/sandboxes/sbx_1"] != 4 {
 		t.Fatalf("calls: %v", n)
 	}

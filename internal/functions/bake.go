@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -91,25 +92,131 @@ func waitLoaded(ctx context.Context, g pandastack.Guest) error {
 // functions, the socket and JSON paths) is in the snapshot and not in
 // every fresh invocation.
 func warmUp(ctx context.Context, g pandastack.Guest) error {
-	conn, err := g.DialPort(ctx, shimPort)
+	reply, err := ask(ctx, g, map[string]any{"warmup": true, "event": nil, "context": map[string]string{"invocation_id": "warm-up", "trigger": "api"}})
 	if err != nil {
 		return fmt.Errorf("warm up the runtime: %w", err)
+	}
+	if !reply.OK {
+		return fmt.Errorf("warm up the runtime: it answered %+v", reply.Error)
+	}
+	return nil
+}
+
+// shimDialTimeout bounds how long a bake tries to reach a shim that
+// listens (refusals included, see dialShim).
+const shimDialTimeout = 20 * time.Second
+
+// ask sends the shim one request line and reads its one reply line.
+func ask(ctx context.Context, g pandastack.Guest, req any) (shimReply, error) {
+	var reply shimReply
+	line, err := json.Marshal(req)
+	if err != nil {
+		return reply, err
+	}
+	dctx, cancel := context.WithTimeout(ctx, shimDialTimeout)
+	conn, err := dialShim(dctx, g)
+	cancel()
+	if err != nil {
+		return reply, err
 	}
 	defer conn.Close()
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
 	defer stop()
-	if _, err := conn.Write([]byte(`{"warmup":true,"event":null,"context":{"invocation_id":"warm-up","trigger":"api"}}` + "\n")); err != nil {
-		return fmt.Errorf("warm up the runtime: %w", err)
+	if _, err := conn.Write(append(line, '\n')); err != nil {
+		return reply, err
 	}
-	line, err := bufio.NewReader(io.LimitReader(conn, 1<<20)).ReadBytes('\n')
+	data, err := bufio.NewReader(io.LimitReader(conn, 1<<20)).ReadBytes('\n')
 	if err != nil {
-		return fmt.Errorf("warm up the runtime: %w", err)
+		return reply, err
 	}
-	var reply shimReply
-	if err := json.Unmarshal(line, &reply); err != nil || !reply.OK {
-		return fmt.Errorf("warm up the runtime: it answered %q", bytes.TrimSpace(line))
+	if err := json.Unmarshal(data, &reply); err != nil {
+		return reply, fmt.Errorf("decode %q: %w", bytes.TrimSpace(data), err)
 	}
-	return nil
+	return reply, nil
+}
+
+// errBaseGone: a runtime base could not be restored (its snapshot is
+// gone) or its shim does not answer; the deploy starts its runtime
+// instead.
+var errBaseGone = errors.New("the runtime base is gone")
+
+// bakeOnBase restores runtime base snapshot base as a VM of teamID,
+// unpacks the bundle, has the waiting shim load the handler (file's
+// function) with env, and snapshots the VM as the function's version;
+// the VM is killed whatever happens. A handler that does not load is
+// EInvalid with what the runtime said.
+func (s *Service) bakeOnBase(ctx context.Context, teamID, name, base string, b *bundle, file, function string, env map[string]string) (pandastack.Snapshot, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.DeployTimeout)
+	defer cancel()
+	t0 := time.Now()
+	ttl := int64(s.cfg.DeployTimeout/time.Second) + 60
+	sb, err := s.cfg.Sandboxes.Create(ctx, teamID, sandboxes.CreateParams{Snapshot: base, TTLSeconds: &ttl,
+		Metadata: map[string]string{"pandastack.function": name, "pandastack.function.role": "deploy", vmLabel: "1"}, ManagedBy: "function:" + name})
+	if pandastack.ErrorCode(err) == pandastack.ENotFound {
+		return pandastack.Snapshot{}, fmt.Errorf("deploy function %s: %w: %w", name, errBaseGone, err)
+	}
+	if err != nil {
+		return pandastack.Snapshot{}, fmt.Errorf("deploy function %s: start its VM: %w", name, err)
+	}
+	baked := false
+	defer func() {
+		// Once the snapshot is taken the VM is killed off the answer's
+		// path (Wait waits for it); a deploy that failed has it killed
+		// before it answers.
+		if baked {
+			s.teardown(context.WithoutCancel(ctx), s.log, sb.ID, nil)
+			return
+		}
+		if err := s.cfg.Engine.Kill(context.WithoutCancel(ctx), sb.ID, pandastack.StateKilled); err != nil {
+			s.log.Error("kill a function's deploy VM", "sandbox", sb.ID, "err", err)
+		}
+	}()
+	tRestored := time.Now()
+	g, err := s.cfg.Engine.Guest(ctx, sb.ID)
+	if err != nil {
+		return pandastack.Snapshot{}, fmt.Errorf("deploy function %s: reach its VM: %w", name, err)
+	}
+	// A small bundle's files ride on the load request (the shim writes
+	// them); a big one is unpacked by tar first (a process to start,
+	// slow under TCG on a first run).
+	files, small := b.codeFiles(maxInlineBundleBytes)
+	if !small {
+		if out, err := run(ctx, g, pandastack.ExecRequest{Cmd: "tar -xf - -C / --no-same-owner"}, bytes.NewReader(b.tar)); err != nil {
+			return pandastack.Snapshot{}, fmt.Errorf("deploy function %s: unpack its bundle: %w (%s)", name, err, out)
+		}
+		files = nil
+	}
+	tUnpacked := time.Now()
+	if env == nil {
+		env = map[string]string{}
+	}
+	reply, err := ask(ctx, g, map[string]any{"load": map[string]any{"dir": codeDir, "file": file, "function": function, "env": env, "files": files}})
+	if err != nil && ctx.Err() != nil {
+		return pandastack.Snapshot{}, pandastack.Errorf(pandastack.ETimeout, "the handler did not load within %s", s.cfg.DeployTimeout)
+	}
+	if pandastack.ErrorCode(err) == pandastack.ERefused {
+		return pandastack.Snapshot{}, fmt.Errorf("deploy function %s: %w: its shim does not answer: %w", name, errBaseGone, err)
+	}
+	if err != nil {
+		return pandastack.Snapshot{}, fmt.Errorf("deploy function %s: load the handler: %w", name, err)
+	}
+	if !reply.OK {
+		msg := "the runtime gave no reason"
+		if reply.Error != nil {
+			msg = strings.TrimSpace(reply.Error.Message)
+		}
+		return pandastack.Snapshot{}, pandastack.Errorf(pandastack.EInvalid, "the handler failed to load: %s", msg)
+	}
+	tLoaded := time.Now()
+	snap, err := s.cfg.Engine.Snapshot(ctx, sb.ID, "fn-"+name+"-"+pandastack.NewID("")[:12])
+	if err != nil {
+		return pandastack.Snapshot{}, fmt.Errorf("deploy function %s: snapshot its VM: %w", name, err)
+	}
+	baked = true
+	s.log.Info("function baked", "name", name, "sandbox", sb.ID, "base", base, "restore_ms", tRestored.Sub(t0).Milliseconds(),
+		"unpack_ms", tUnpacked.Sub(tRestored).Milliseconds(), "load_ms", tLoaded.Sub(tUnpacked).Milliseconds(),
+		"snapshot_ms", time.Since(tLoaded).Milliseconds(), "ms", time.Since(t0).Milliseconds())
+	return snap, nil
 }
 
 // run runs a command to its end, stdin (nil: none) on its standard

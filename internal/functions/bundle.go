@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -135,4 +136,42 @@ func bundlePath(name string) (string, error) {
 		}
 	}
 	return strings.TrimPrefix(path.Clean("/"+name), "/"), nil
+}
+
+// maxInlineBundleBytes bounds the bundles whose files a deploy hands to
+// the shim in its load request instead of unpacking them with tar.
+const maxInlineBundleBytes = 4 << 20
+
+// codeFile is one file of a bundle as the shim writes it: path relative to
+// codeDir (clean), permission bits, content in base64.
+type codeFile struct {
+	Path string `json:"path"`
+	Mode int64  `json:"mode"`
+	Data string `json:"data"`
+}
+
+// codeFiles lists the bundle's own files (not the shims) when they hold
+// at most limit bytes together; ok is false past it.
+func (b *bundle) codeFiles(limit int) (files []codeFile, ok bool) {
+	prefix := codeDir[1:] + "/"
+	tr := tar.NewReader(bytes.NewReader(b.tar))
+	total := 0
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			return files, errors.Is(err, io.EOF)
+		}
+		rel, found := strings.CutPrefix(h.Name, prefix)
+		if !found {
+			continue
+		}
+		if total += int(h.Size); total > limit {
+			return nil, false
+		}
+		body, err := io.ReadAll(tr)
+		if err != nil {
+			return nil, false
+		}
+		files = append(files, codeFile{Path: rel, Mode: h.Mode & 0o777, Data: base64.StdEncoding.EncodeToString(body)})
+	}
 }

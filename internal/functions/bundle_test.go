@@ -5,6 +5,7 @@ import (
 	"archive/zip"
 	"bytes"
 	"compress/gzip"
+	"encoding/base64"
 	"io"
 	"strings"
 	"testing"
@@ -106,5 +107,34 @@ func TestHandlerAndName(t *testing.T) {
 		if CheckName(n) == nil {
 			t.Errorf("name %q accepted", n)
 		}
+	}
+}
+
+// A deploy on a runtime base hands a small bundle's files to the shim:
+// its own files (no shim), paths under the code directory, modes kept; a
+// bundle past the limit is left to tar.
+func TestBundleCodeFiles(t *testing.T) {
+	b, err := readBundle(tgz(t, tar.Header{Name: "main.py", Mode: 0o644, Size: 3, Typeflag: tar.TypeReg},
+		tar.Header{Name: "lib/util.py", Mode: 0o755, Size: 5, Typeflag: tar.TypeReg}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, ok := b.codeFiles(1 << 20)
+	if !ok || len(files) != 2 {
+		t.Fatalf("files %+v, ok %v; want main.py and lib/util.py", files, ok)
+	}
+	got := map[string]string{}
+	for _, f := range files {
+		body, _ := base64.StdEncoding.DecodeString(f.Data)
+		got[f.Path] = string(body)
+		if want := map[string]int64{"main.py": 0o644, "lib/util.py": 0o755}[f.Path]; f.Mode != want {
+			t.Fatalf("%s mode %o", f.Path, f.Mode)
+		}
+	}
+	if got["main.py"] != "xxx" || got["lib/util.py"] != "xxxxx" {
+		t.Fatalf("files %v", got)
+	}
+	if _, ok := b.codeFiles(7); ok {
+		t.Fatal("a bundle past the limit was inlined")
 	}
 }

@@ -3,6 +3,7 @@ package functions
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"regexp"
@@ -68,6 +69,17 @@ type Config struct {
 	Prewarm         func(ctx context.Context, snapshotID string, n int) error
 	PrewarmSize     int
 	PrewarmVersions int
+	// MaxStarting bounds the invocation VMs starting at once on this host
+	// (default DefaultMaxStarting per core); see starts.go.
+	MaxStarting int
+	// Resolve finds the build a team's template reference names (with its
+	// owner, "" for a public one), and Snapshots lists snapshots ("" for
+	// every team's): with both, deploys restore a runtime base instead of
+	// starting their runtime (base.go). Either nil: no bases.
+	Resolve   func(ctx context.Context, teamID, ref string) (pandastack.Template, error)
+	Snapshots interface {
+		ListSnapshots(ctx context.Context, teamID string) ([]pandastack.Snapshot, error)
+	}
 }
 
 // Service deploys and invokes functions. Create it with New.
@@ -84,6 +96,10 @@ type Service struct {
 	// prewarmed are the snapshots with prepared processes, the most
 	// recently invoked last (prewarm.go); guarded by mu.
 	prewarmed []prewarmedVersion
+	// bases are the runtime bases (base.go); guarded by mu.
+	bases map[baseKey]*baseEntry
+	// starting holds a token per invocation VM starting (starts.go).
+	starting chan struct{}
 }
 
 // New returns a Service for cfg, filling in defaults.
@@ -103,7 +119,11 @@ func New(cfg Config) *Service {
 	if cfg.PrewarmVersions <= 0 {
 		cfg.PrewarmVersions = DefaultPrewarmVersions
 	}
-	return &Service{cfg: cfg, log: cfg.Logger, gates: map[string]*gate{}, pools: map[string]*pool{}}
+	if cfg.MaxStarting <= 0 {
+		cfg.MaxStarting = defaultMaxStarting()
+	}
+	return &Service{cfg: cfg, log: cfg.Logger, gates: map[string]*gate{}, pools: map[string]*pool{}, bases: map[baseKey]*baseEntry{},
+		starting: make(chan struct{}, cfg.MaxStarting)}
 }
 
 // MaxBundleBytes is the largest bundle a deploy takes.
@@ -210,7 +230,23 @@ func (s *Service) Deploy(ctx context.Context, teamID string, p DeployParams) (Fu
 	if tmpl == "" {
 		tmpl = DefaultTemplate
 	}
-	snap, err := s.bake(ctx, teamID, p.Name, tmpl, p.MemoryMiB, b, shimCommand(p.Runtime, file, function), p.Env)
+	var snap pandastack.Snapshot
+	if base := s.runtimeBase(ctx, teamID, tmpl, p.Runtime, p.MemoryMiB); base != "" {
+		snap, err = s.bakeOnBase(ctx, teamID, p.Name, base, b, file, function, p.Env)
+		if errors.Is(err, errBaseGone) {
+			// Its files are gone or its shim is dead: drop it (record
+			// too), so the next deploy bakes another.
+			s.log.Warn("dropping a runtime base that does not serve", "snapshot", base, "err", err)
+			s.forgetBase(base)
+			if s.cfg.Prewarm != nil {
+				s.dropPrewarmed(ctx, []string{base})
+			}
+			s.dropSnapshot(ctx, base)
+			snap, err = s.bake(ctx, teamID, p.Name, tmpl, p.MemoryMiB, b, shimCommand(p.Runtime, file, function), p.Env)
+		}
+	} else {
+		snap, err = s.bake(ctx, teamID, p.Name, tmpl, p.MemoryMiB, b, shimCommand(p.Runtime, file, function), p.Env)
+	}
 	if err != nil {
 		return Function{}, err
 	}

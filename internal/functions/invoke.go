@@ -112,7 +112,12 @@ func (s *Service) execute(ctx context.Context, f Function, inv *Invocation, even
 		if warm {
 			meta["pandastack.function.isolation"] = IsolationWarm
 		}
-		sb, err := s.cfg.Sandboxes.Create(ctx, inv.TeamID, sandboxes.CreateParams{Snapshot: v.SnapshotID, TTLSeconds: &ttl, Metadata: meta, ManagedBy: "function:" + f.Name})
+		release, err := s.startSlot(ctx)
+		var sb pandastack.Sandbox
+		if err == nil {
+			sb, err = s.cfg.Sandboxes.Create(ctx, inv.TeamID, sandboxes.CreateParams{Snapshot: v.SnapshotID, TTLSeconds: &ttl, Metadata: meta, ManagedBy: "function:" + f.Name})
+			release()
+		}
 		if err != nil {
 			log.Error("start invocation VM", "err", err)
 			s.finish(ctx, inv, StatusError, nil, &FunctionError{Type: "StartFailed", Message: "could not start the function's VM: " + pandastack.ErrorMessage(err)}, "")
@@ -214,7 +219,7 @@ func call(ctx context.Context, engine pandastack.Engine, id string, event []byte
 	if err != nil {
 		return reply, fmt.Errorf("reach the VM: %w", err)
 	}
-	conn, err := g.DialPort(ctx, shimPort)
+	conn, err := dialShim(ctx, g)
 	if err != nil {
 		return reply, fmt.Errorf("dial the runtime: %w", err)
 	}

@@ -2,6 +2,7 @@ package functions
 
 import (
 	"archive/tar"
+	"bytes"
 	"embed"
 	"fmt"
 )
@@ -48,6 +49,30 @@ func shimCommand(runtime, file, function string) string {
 		run = "node --experimental-detect-module " + shimDir + "/shim.mjs " + args
 	}
 	return fmt.Sprintf("rm -rf %[1]s && mkdir -p %[1]s && cd %[2]s && exec setsid %[3]s </dev/null >%[1]s/shim.log 2>&1", stateDir, codeDir, run)
+}
+
+// shimWaitCommand is the shell command that starts runtime's shim
+// waiting for a handler (the runtime base, base.go).
+func shimWaitCommand(runtime string) string {
+	args := fmt.Sprintf("--wait %d %s", shimPort, stateDir)
+	run := "python3 -u " + shimDir + "/shim.py " + args
+	if runtime == RuntimeNode {
+		run = "node --experimental-detect-module " + shimDir + "/shim.mjs " + args
+	}
+	return fmt.Sprintf("rm -rf %[1]s && mkdir -p %[1]s && cd / && exec setsid %[2]s </dev/null >%[1]s/shim.log 2>&1", stateDir, run)
+}
+
+// shimsTar is a tar of the shims alone, entries under shimDir.
+func shimsTar() (*bytes.Reader, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	if err := addShims(tw); err != nil {
+		return nil, err
+	}
+	if err := tw.Close(); err != nil {
+		return nil, fmt.Errorf("pack shims: %w", err)
+	}
+	return bytes.NewReader(buf.Bytes()), nil
 }
 
 func shellQuote(s string) string {

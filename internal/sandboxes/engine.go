@@ -100,7 +100,10 @@ func (e *Engine) Create(ctx context.Context, req pandastack.CreateRequest) (pand
 				"volumes cannot be attached to a sandbox created from a snapshot: it gets copies of the snapshot's volumes")
 		}
 		sn, err := e.cfg.Store.GetSnapshot(ctx, req.Snapshot)
-		if err != nil || sn.TeamID != req.TeamID {
+		// A team starts from its own snapshots; a platform service's
+		// machine (ManagedBy, never set from a request) also from the
+		// platform's (no team's, such as a functions runtime base).
+		if err != nil || (sn.TeamID != req.TeamID && !(sn.TeamID == "" && req.ManagedBy != "")) {
 			return pandastack.Sandbox{}, pandastack.Errorf(pandastack.ENotFound, "snapshot %s not found", req.Snapshot)
 		}
 		spec.Snapshot = &hostapi.SnapshotRef{ID: sn.ID, Template: sn.Template, TemplateID: sn.TemplateID, ObjectKey: sn.ObjectKey}

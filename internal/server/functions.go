@@ -20,7 +20,7 @@ func (s *Server) openFunctions(ctx context.Context) error {
 	sbx := sandboxes.New(sandboxes.Config{Store: s.store, Engine: engine, Logger: s.log, Quotas: s.quotas})
 	s.fns = functions.New(functions.Config{Store: s.store, Sandboxes: sbx, Engine: engine, Secrets: s.secrets, Records: s.store,
 		Logger: s.log.With("component", "functions"), Routes: s.routes, Domain: s.domain(), StatusFor: api.StatusForCode,
-		Prewarm: s.prewarmSnapshot, PrewarmSize: s.cfg.PoolSize})
+		Prewarm: s.prewarmSnapshot, PrewarmSize: s.cfg.PoolSize, Resolve: s.registry.Resolve, Snapshots: s.store})
 	s.cron = cron.New(cron.Config{Store: s.store, Invoker: s.fns, Logger: s.log.With("component", "cron")})
 	if err := s.fns.RouteAll(ctx); err != nil {
 		return err

@@ -1,32 +1,56 @@
-// PandaStack function shim for Node: imports the handler once (before the
+// PandaStack function shim for Node: loads the handler once (before the
 // function's snapshot is taken), then serves invocations on a TCP port on
 // the guest's loopback: one connection per invocation, one JSON line each
 // way ({"event", "context"} in; {"ok", "result" | "error", "logs"} out).
 // ES modules (export async function handler) and CommonJS
 // (exports.handler) both load.
-// Usage: node shim.mjs DIR FILE FUNCTION PORT STATEDIR
+//
+// Two ways to start:
+//   node shim.mjs DIR FILE FUNCTION PORT STATEDIR   load, then serve
+//   node shim.mjs --wait PORT STATEDIR              serve first, and load
+//     the handler when a {"load": {"dir", "file", "function", "env",
+//     "files"}} line asks (answered {"ok"} or {"ok": false, "error"}),
+//     after writing files ([{path, mode, data (base64)}]) under dir: the
+//     runtime base snapshot is taken while the shim waits so, and every
+//     deploy restores it instead of starting Node (seconds under TCG).
 import fs from "node:fs";
 import net from "node:net";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 
-const [dir, file, func, portText, state] = process.argv.slice(2);
+class LoadError extends Error {}
 
-function fail(msg) {
-  fs.writeFileSync(path.join(state, "error"), msg);
-  process.exit(1);
+// load imports FILE from dir and returns its FUNCTION, or throws a
+// LoadError saying why not.
+async function load(dir, file, func, env) {
+  Object.assign(process.env, env ?? {});
+  const found = [".mjs", ".js", ".cjs"].map((ext) => path.join(dir, file + ext)).find((p) => fs.existsSync(p));
+  if (!found) throw new LoadError(`handler file ${file}.js (or .mjs, .cjs) not found in the bundle`);
+  process.chdir(dir);
+  let mod;
+  try {
+    mod = await import(pathToFileURL(found).href);
+  } catch (e) {
+    throw new LoadError(e && e.stack ? String(e.stack) : String(e));
+  }
+  const h = mod[func] ?? mod.default?.[func];
+  if (typeof h !== "function") throw new LoadError(`${path.basename(found)} exports no function ${func}`);
+  return h;
 }
 
 let handler;
-try {
-  const found = [".mjs", ".js", ".cjs"].map((ext) => path.join(dir, file + ext)).find((p) => fs.existsSync(p));
-  if (!found) fail(`handler file ${file}.js (or .mjs, .cjs) not found in the bundle`);
-  process.chdir(dir);
-  const mod = await import(pathToFileURL(found).href);
-  handler = mod[func] ?? mod.default?.[func];
-  if (typeof handler !== "function") fail(`${path.basename(found)} exports no function ${func}`);
-} catch (e) {
-  fail(e && e.stack ? String(e.stack) : String(e));
+let port, state;
+if (process.argv[2] === "--wait") {
+  [port, state] = [Number(process.argv[3]), process.argv[4]];
+} else {
+  const [dir, file, func, portText, stateDir] = process.argv.slice(2);
+  [port, state] = [Number(portText), stateDir];
+  try {
+    handler = await load(dir, file, func, null);
+  } catch (e) {
+    fs.writeFileSync(path.join(state, "error"), e instanceof LoadError ? e.message : String((e && e.stack) || e));
+    process.exit(1);
+  }
 }
 
 function context(d) {
@@ -56,6 +80,8 @@ async function invoke(line) {
   try {
     const body = JSON.parse(line);
     if (body.warmup) return warmup(body);
+    if (body.load) return await loadRequest(body.load);
+    if (!handler) throw new LoadError("no handler is loaded");
     const result = await handler(body.event, context(body.context ?? {}));
     return JSON.stringify({ ok: true, result: result === undefined ? null : result, logs });
   } catch (e) {
@@ -68,7 +94,31 @@ async function invoke(line) {
   }
 }
 
-// warmup is the deploy's one call before the snapshot: the invocation
+// unpack writes a bundle's files (paths relative and clean, checked by the
+// server) under dir: no process to start for it.
+function unpack(dir, files) {
+  for (const f of files) {
+    const p = path.join(dir, f.path);
+    fs.mkdirSync(path.dirname(p), { recursive: true });
+    fs.writeFileSync(p, Buffer.from(f.data, "base64"), { mode: f.mode });
+    fs.chmodSync(p, f.mode);
+  }
+}
+
+// loadRequest answers a waiting shim's load line.
+async function loadRequest(l) {
+  if (handler) throw new LoadError("a handler is loaded already");
+  try {
+    unpack(l.dir, l.files ?? []);
+    handler = await load(l.dir, l.file, l.function, l.env);
+  } catch (e) {
+    if (!(e instanceof LoadError)) throw e;
+    return JSON.stringify({ ok: false, error: { type: "LoadError", message: e.message, stack: "" }, logs: "" });
+  }
+  return JSON.stringify({ ok: true, result: null, logs: "" });
+}
+
+// warmup is the bake's one call before the snapshot: the invocation
 // path run through once without the handler (never called here), so what
 // V8 and Node do lazily on a first use (compiling these functions, the
 // socket and JSON paths, stack traces) is done, and kept in the snapshot,
@@ -94,4 +144,4 @@ const server = net.createServer((sock) => {
   });
   sock.on("error", () => {});
 });
-server.listen(Number(portText), "127.0.0.1", () => fs.writeFileSync(path.join(state, "ready"), ""));
+server.listen(port, "127.0.0.1", () => fs.writeFileSync(path.join(state, "ready"), ""));

@@ -1,9 +1,18 @@
-# PandaStack function shim for Python: imports the handler once (before
-# the function's snapshot is taken), then serves invocations on a TCP port
-# on the guest's loopback: one connection per invocation, one JSON line
-# each way ({"event", "context"} in; {"ok", "result" | "error", "logs"}
-# out). Few modules, so little to load and, under TCG, to translate.
-# Usage: shim.py DIR FILE FUNCTION PORT STATEDIR
+# PandaStack function shim for Python: loads the handler once (before the
+# function's snapshot is taken), then serves invocations on a TCP port on
+# the guest's loopback: one connection per invocation, one JSON line each
+# way ({"event", "context"} in; {"ok", "result" | "error", "logs"} out).
+# Few modules, so little to load and, under TCG, to translate.
+#
+# Two ways to start:
+#   shim.py DIR FILE FUNCTION PORT STATEDIR   load the handler, then serve
+#   shim.py --wait PORT STATEDIR              serve first, and load the
+#       handler when a {"load": {"dir", "file", "function", "env",
+#       "files"}} line asks (answered {"ok"} or {"ok": false, "error"}),
+#       after writing files ([{"path", "mode", "data" (base64)}]) under
+#       dir: the runtime base snapshot is taken while the shim waits so,
+#       and every deploy restores it instead of starting Python.
+import base64
 import contextlib
 import importlib.util
 import io
@@ -14,30 +23,53 @@ import sys
 import time
 import traceback
 
-code_dir, file, func, port, state = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
+handler = None
 
 
-def fail(msg):
-    with open(os.path.join(state, "error"), "w") as f:
-        f.write(msg)
-    sys.exit(1)
+def load(code_dir, file, func, env):
+    """Imports FILE.py from code_dir and returns its FUNCTION, or raises
+    LoadError saying why not."""
+    os.environ.update(env or {})
+    path = os.path.join(code_dir, file + ".py")
+    if not os.path.isfile(path):
+        raise LoadError("handler file %s.py not found in the bundle" % file)
+    sys.path.insert(0, code_dir)
+    os.chdir(code_dir)
+    try:
+        spec = importlib.util.spec_from_file_location(file.replace("/", "."), path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = mod
+        spec.loader.exec_module(mod)
+    except BaseException:
+        raise LoadError(traceback.format_exc())
+    h = getattr(mod, func, None)
+    if not callable(h):
+        raise LoadError("%s.py has no function %s" % (file, func))
+    return h
 
 
-path = os.path.join(code_dir, file + ".py")
-if not os.path.isfile(path):
-    fail("handler file %s.py not found in the bundle" % file)
-sys.path.insert(0, code_dir)
-os.chdir(code_dir)
-try:
-    spec = importlib.util.spec_from_file_location(file.replace("/", "."), path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-except BaseException:
-    fail(traceback.format_exc())
-handler = getattr(mod, func, None)
-if not callable(handler):
-    fail("%s.py has no function %s" % (file, func))
+def unpack(code_dir, files):
+    """Writes a bundle's files (paths relative and clean, checked by the
+    server) under code_dir: no process to start for it."""
+    for f in files:
+        path = os.path.join(code_dir, f["path"])
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as out:
+            out.write(base64.b64decode(f["data"]))
+        os.chmod(path, f["mode"])
+
+
+def reseed():
+    """Every VM restored from one snapshot starts with the same state of
+    the random module: reseed it (from os.urandom, which the reseeded
+    kernel RNG feeds) before each call."""
+    r = sys.modules.get("random")
+    if r is not None:
+        r.seed()
+
+
+class LoadError(Exception):
+    pass
 
 
 class Context:
@@ -57,11 +89,25 @@ class Context:
 
 
 def invoke(line):
+    global handler
     out = io.StringIO()
     try:
         req = json.loads(line)
         if req.get("warmup"):
             return warmup(req, out)
+        if req.get("load"):
+            l = req["load"]
+            if handler is not None:
+                raise LoadError("a handler is loaded already")
+            try:
+                unpack(l["dir"], l.get("files") or [])
+                handler = load(l["dir"], l["file"], l["function"], l.get("env"))
+            except LoadError as e:
+                return json.dumps({"ok": False, "error": {"type": "LoadError", "message": str(e), "stack": ""}, "logs": ""})
+            return json.dumps({"ok": True, "result": None, "logs": ""})
+        if handler is None:
+            raise LoadError("no handler is loaded")
+        reseed()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
             result = handler(req.get("event"), Context(req.get("context") or {}))
         return json.dumps({"ok": True, "result": result, "logs": out.getvalue()})
@@ -71,10 +117,10 @@ def invoke(line):
 
 
 def warmup(req, out):
-    """The deploy's one call before the snapshot: the invocation path run
-    through once without the handler (never called here), so what the
-    runtime does lazily on a first use is done, and kept in the snapshot,
-    instead of in every fresh invocation."""
+    """The bake's call before a snapshot: the invocation path run through
+    once without the handler (never called here), so what the runtime
+    does lazily on a first use is done, and kept in the snapshot, instead
+    of in every fresh invocation."""
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
         Context(req.get("context") or {}).get_remaining_time_in_millis()
     try:
@@ -85,14 +131,29 @@ def warmup(req, out):
     return json.dumps({"ok": True, "result": None, "logs": out.getvalue()})
 
 
-srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-srv.bind(("127.0.0.1", port))
-srv.listen(16)
-open(os.path.join(state, "ready"), "w").close()
-while True:
-    conn, _ = srv.accept()
-    with conn, conn.makefile("rwb") as f:
-        reply = invoke(f.readline())
-        f.write(reply.encode() + b"\n")
-        f.flush()
+def main():
+    global handler
+    if sys.argv[1] == "--wait":
+        port, state = int(sys.argv[2]), sys.argv[3]
+    else:
+        code_dir, file, func, port, state = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
+        try:
+            handler = load(code_dir, file, func, None)
+        except LoadError as e:
+            with open(os.path.join(state, "error"), "w") as f:
+                f.write(str(e))
+            sys.exit(1)
+    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("127.0.0.1", port))
+    srv.listen(16)
+    open(os.path.join(state, "ready"), "w").close()
+    while True:
+        conn, _ = srv.accept()
+        with conn, conn.makefile("rwb") as f:
+            reply = invoke(f.readline())
+            f.write(reply.encode() + b"\n")
+            f.flush()
+
+
+main()
