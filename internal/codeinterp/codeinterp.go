@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/pandastack/pandastack"
@@ -101,6 +102,9 @@ type Event struct {
 type Context struct {
 	ID             string `json:"id"`
 	ExecutionCount int    `json:"execution_count"`
+	// Cwd is the directory its runs start in (a chdir in a run stays
+	// with its context).
+	Cwd string `json:"cwd,omitempty"`
 }
 
 // kernelEvent is a line from the kernel.
@@ -116,6 +120,8 @@ type kernelEvent struct {
 	ExecutionCount int       `json:"execution_count"`
 	TimedOut       bool      `json:"timed_out"`
 	Contexts       []Context `json:"contexts"`
+	ID             string    `json:"id"`
+	Cwd            string    `json:"cwd"`
 }
 
 // dial connects to the sandbox's kernel and sends one request. The
@@ -236,4 +242,63 @@ func Contexts(ctx context.Context, g Dialer) ([]Context, error) {
 		ev.Contexts = []Context{}
 	}
 	return ev.Contexts, nil
+}
+
+// CreateContext makes context id, whose runs start in cwd ("": the
+// kernel's own directory). A taken id is EConflict, a cwd that is not a
+// directory EInvalid.
+func CreateContext(ctx context.Context, g Dialer, id, cwd string) (Context, error) {
+	if !contextIDPattern.MatchString(id) {
+		return Context{}, pandastack.Errorf(pandastack.EInvalid, "context id must be 1-64 letters, digits, '_', '-' or '.', got %q", id)
+	}
+	ev, err := manage(ctx, g, map[string]any{"op": "create", "context": id, "cwd": cwd})
+	if err != nil {
+		return Context{}, err
+	}
+	return Context{ID: ev.ID, ExecutionCount: ev.ExecutionCount, Cwd: ev.Cwd}, nil
+}
+
+// RestartContext empties context id's namespace (its cwd stays); an
+// unknown id is ENotFound.
+func RestartContext(ctx context.Context, g Dialer, id string) error {
+	_, err := manage(ctx, g, map[string]any{"op": "restart", "context": id})
+	return err
+}
+
+// RemoveContext removes context id; an unknown id is ENotFound.
+func RemoveContext(ctx context.Context, g Dialer, id string) error {
+	_, err := manage(ctx, g, map[string]any{"op": "remove", "context": id})
+	return err
+}
+
+// manage sends one context operation and maps the kernel's refusal onto
+// an error code. It gives the kernel 30 seconds to answer.
+func manage(ctx context.Context, g Dialer, req map[string]any) (kernelEvent, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	rd, done, err := dial(ctx, g, req)
+	if err != nil {
+		return kernelEvent{}, err
+	}
+	defer done()
+	ev, err := read(rd)
+	if err != nil {
+		return ev, pandastack.Errorf(pandastack.EUnavailable, "the code kernel did not answer (%v)", err)
+	}
+	if ev.Type != "error" {
+		return ev, nil
+	}
+	code := pandastack.EInvalid
+	switch ev.Name {
+	case "NotFound":
+		code = pandastack.ENotFound
+	case "FileExistsError":
+		code = pandastack.EConflict
+	case "ProtocolError":
+		if strings.Contains(ev.Value, "unknown op") {
+			code = pandastack.EConflict
+			ev.Value = "this sandbox's code kernel predates context management: rebuild its template"
+		}
+	}
+	return ev, pandastack.Errorf(code, "%s", ev.Value)
 }

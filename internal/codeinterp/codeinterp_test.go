@@ -110,6 +110,36 @@ func TestRunAgainstTheRealKernel(t *testing.T) {
 			t.Fatalf("contexts %+v", cs)
 		}
 	})
+	t.Run("contexts are made in a directory, restarted and removed", func(t *testing.T) {
+		ctx := context.Background()
+		dir := t.TempDir()
+		c, err := codeinterp.CreateContext(ctx, k, "made", dir)
+		if err != nil || c.ID != "made" || c.Cwd != dir {
+			t.Fatalf("create: %+v %v", c, err)
+		}
+		if _, err := codeinterp.CreateContext(ctx, k, "made", ""); pandastack.ErrorCode(err) != pandastack.EConflict {
+			t.Fatalf("create a taken id: %v, want conflict", err)
+		}
+		if _, err := codeinterp.CreateContext(ctx, k, "nodir", "/no/such/dir"); pandastack.ErrorCode(err) != pandastack.EInvalid {
+			t.Fatalf("create in a missing directory: %v, want invalid_argument", err)
+		}
+		evs := run(t, k, codeinterp.Request{Code: "import os\nz = 1\nos.getcwd()", ContextID: "made"})
+		if evs[len(evs)-2].Type != "result" || evs[len(evs)-2].Result.Text != "'"+dir+"'" {
+			t.Fatalf("cwd of the made context: %+v", evs)
+		}
+		if err := codeinterp.RestartContext(ctx, k, "made"); err != nil {
+			t.Fatal(err)
+		}
+		if evs := run(t, k, codeinterp.Request{Code: "z", ContextID: "made"}); evs[0].Type != "error" || evs[0].Error.Name != "NameError" {
+			t.Fatalf("z after a restart: %+v", evs[0])
+		}
+		if err := codeinterp.RemoveContext(ctx, k, "made"); err != nil {
+			t.Fatal(err)
+		}
+		if err := codeinterp.RemoveContext(ctx, k, "made"); pandastack.ErrorCode(err) != pandastack.ENotFound {
+			t.Fatalf("remove a removed context: %v, want not_found", err)
+		}
+	})
 	t.Run("a timeout ends the run and says so", func(t *testing.T) {
 		evs := run(t, k, codeinterp.Request{Code: "import time\ntime.sleep(30)", TimeoutSeconds: 0.5})
 		if last := evs[len(evs)-1]; last.Type != "end" || !last.TimedOut {

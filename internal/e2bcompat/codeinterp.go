@@ -29,11 +29,14 @@ type executeRequest struct {
 }
 
 // serveCode serves the code interpreter's HTTP surface: POST /execute
-// (NDJSON lines as E2B's server writes them) and GET /health.
+// (NDJSON lines as E2B's server writes them), the contexts
+// (codecontexts.go) and GET /health.
 func (s *Server) serveCode(w http.ResponseWriter, r *http.Request, sb pandastack.Sandbox, id string) {
 	switch {
 	case r.URL.Path == "/health" && r.Method == http.MethodGet:
 		writeJSON(w, http.StatusOK, "OK")
+		return
+	case s.serveContexts(w, r, sb, id):
 		return
 	case r.URL.Path != "/execute" || r.Method != http.MethodPost:
 		writeAPIError(w, http.StatusNotFound, r.Method+" "+r.URL.Path+" of the code interpreter is not implemented by PandaStack's E2B compatibility yet")

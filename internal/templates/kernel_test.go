@@ -67,8 +67,11 @@ type kev struct {
 	ExecutionCount int      `json:"execution_count"`
 	TimedOut       bool     `json:"timed_out"`
 	Contexts       []struct {
-		ID string `json:"id"`
+		ID  string `json:"id"`
+		Cwd string `json:"cwd"`
 	} `json:"contexts"`
+	ID  string `json:"id"`
+	Cwd string `json:"cwd"`
 }
 
 func kcall(t *testing.T, addr string, req map[string]any) []kev {
@@ -211,6 +214,52 @@ func TestKernelContexts(t *testing.T) {
 	evs := kcall(t, addr, map[string]any{"op": "contexts"})
 	if len(evs) != 1 || len(evs[0].Contexts) != 2 || evs[0].Contexts[0].ID != "default" || evs[0].Contexts[1].ID != "second" {
 		t.Fatalf("contexts %+v", evs)
+	}
+}
+
+// Contexts are made with a working directory of their own, restarted to an
+// empty namespace in it, and removed; a chdir in one stays with it.
+func TestKernelManagesContexts(t *testing.T) {
+	addr := startKernel(t)
+	dir := t.TempDir()
+	if evs := kcall(t, addr, map[string]any{"op": "create", "context": "c1", "cwd": dir}); len(evs) != 1 || evs[0].Type != "context" || evs[0].ID != "c1" || evs[0].Cwd != dir {
+		t.Fatalf("create: %+v", evs)
+	}
+	if evs := kcall(t, addr, map[string]any{"op": "create", "context": "c1"}); len(evs) != 1 || evs[0].Name != "FileExistsError" {
+		t.Fatalf("create again: %+v", evs)
+	}
+	if evs := kcall(t, addr, map[string]any{"op": "create", "context": "c2", "cwd": "/no/such/dir"}); len(evs) != 1 || evs[0].Name != "FileNotFoundError" {
+		t.Fatalf("create in a missing directory: %+v", evs)
+	}
+	if _, _, res, _, _ := execute(t, addr, "import os; x = 5; os.getcwd()", "context", "c1"); len(res) != 1 || res[0].Text != "'"+dir+"'" {
+		t.Fatalf("cwd of c1: %+v", res)
+	}
+	// A chdir in the default context does not move c1, and stays with default.
+	execute(t, addr, "import os; os.chdir('/')")
+	if _, _, res, _, _ := execute(t, addr, "os.getcwd()", "context", "c1"); len(res) != 1 || res[0].Text != "'"+dir+"'" {
+		t.Fatalf("c1 after default's chdir: %+v", res)
+	}
+	if _, _, res, _, _ := execute(t, addr, "os.getcwd()"); len(res) != 1 || res[0].Text != "'/'" {
+		t.Fatalf("default after its chdir: %+v", res)
+	}
+	if evs := kcall(t, addr, map[string]any{"op": "restart", "context": "c1"}); len(evs) != 1 || evs[0].Type != "ok" {
+		t.Fatalf("restart: %+v", evs)
+	}
+	if _, _, _, errEv, _ := execute(t, addr, "x", "context", "c1"); errEv == nil || errEv.Name != "NameError" {
+		t.Fatalf("x after a restart: %+v, want NameError", errEv)
+	}
+	if evs := kcall(t, addr, map[string]any{"op": "remove", "context": "c1"}); len(evs) != 1 || evs[0].Type != "ok" {
+		t.Fatalf("remove: %+v", evs)
+	}
+	for _, op := range []string{"remove", "restart"} {
+		if evs := kcall(t, addr, map[string]any{"op": op, "context": "c1"}); len(evs) != 1 || evs[0].Name != "NotFound" {
+			t.Fatalf("%s of a removed context: %+v", op, evs)
+		}
+	}
+	for _, c := range kcall(t, addr, map[string]any{"op": "contexts"})[0].Contexts {
+		if c.ID == "c1" {
+			t.Fatalf("c1 still listed after its removal")
+		}
 	}
 }
 

@@ -14,10 +14,15 @@ until the connection closes.
           "is_main_result": true}
          {"type": "error", "name": "...", "value": "...", "traceback": [...]}
          {"type": "end", "execution_count": N, "timed_out": false}
-  {"op": "contexts"} -> {"type": "contexts", "contexts": [{"id": ..., "execution_count": N}]}
+  {"op": "contexts"} -> {"type": "contexts", "contexts": [{"id": ..., "execution_count": N, "cwd": ...}]}
+  {"op": "create", "context": "c1", "cwd": "/tmp"} -> {"type": "context", "id": ..., "execution_count": 0, "cwd": ...}
+  {"op": "restart", "context": "c1"} -> {"type": "ok"}   (an empty namespace, the same cwd)
+  {"op": "remove", "context": "c1"}  -> {"type": "ok"}
   {"op": "ping"}     -> {"type": "pong", "pid": N}
 
-Each context is one namespace kept between calls. Runs happen one at a
+Each context is one namespace kept between calls, with a working directory
+of its own: a run starts in its context's directory, and a chdir during the
+run stays with that context (as if each were a process of its own). Runs happen one at a
 time, in the main thread, so a timeout (or the client going away) can
 interrupt them with SIGINT; the interpreter stays usable afterwards.
 Matplotlib figures left open by a run are sent as PNG results and closed,
@@ -55,11 +60,18 @@ MAIN_THREAD = threading.main_thread().ident
 CONTEXT_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
 
 
+INITIAL_CWD = os.getcwd()
+
+
 class Context:
-    def __init__(self, cid):
+    def __init__(self, cid, cwd=None):
         self.id = cid
         self.namespace = {"__name__": "__main__", "__builtins__": __builtins__}
         self.execution_count = 0
+        self.cwd = cwd or INITIAL_CWD
+
+    def info(self):
+        return {"id": self.id, "execution_count": self.execution_count, "cwd": self.cwd}
 
 
 contexts = {}
@@ -223,6 +235,7 @@ def run(ctx, code, send):
     sys.stdout, sys.stderr = Stream("stdout", send), Stream("stderr", send)
     shown = None
     try:
+        os.chdir(ctx.cwd)
         tree = ast.parse(code, name, "exec")
         last = None
         if tree.body and isinstance(tree.body[-1], ast.Expr):
@@ -246,6 +259,10 @@ def run(ctx, code, send):
         send({"type": "error", "name": type(e).__name__, "value": str(e), "traceback": list(tb.format())})
     finally:
         sys.stdout, sys.stderr = old
+        try:
+            ctx.cwd = os.getcwd()  # a chdir in the run stays with its context
+        except OSError:
+            pass  # the directory was removed: the context keeps its last one
         try:
             for ev in figure_results(shown):
                 send(ev)
@@ -282,6 +299,38 @@ def main_loop():
             job.done.set()
 
 
+def valid_context_id(cid):
+    return isinstance(cid, str) and 0 < len(cid) <= 64 and set(cid) <= CONTEXT_CHARS
+
+
+def manage(op, req, send):
+    """Creates, restarts or removes a context (see the module's protocol)."""
+    cid = req.get("context")
+    if not valid_context_id(cid):
+        send({"type": "error", "name": "ProtocolError", "value": "bad context id", "traceback": []})
+        return
+    if op == "create":
+        cwd = req.get("cwd") or INITIAL_CWD
+        if not isinstance(cwd, str) or not os.path.isabs(cwd) or not os.path.isdir(cwd):
+            send({"type": "error", "name": "FileNotFoundError", "value": "no such directory: %r" % (cwd,), "traceback": []})
+            return
+        if cid in contexts:
+            send({"type": "error", "name": "FileExistsError", "value": "context %s exists" % cid, "traceback": []})
+            return
+        ctx = contexts.setdefault(cid, Context(cid, cwd))
+        send(dict(ctx.info(), type="context"))
+        return
+    ctx = contexts.get(cid)
+    if ctx is None:
+        send({"type": "error", "name": "NotFound", "value": "no context %s" % cid, "traceback": []})
+        return
+    if op == "restart":
+        contexts[cid] = Context(cid, ctx.cwd)  # a run still going keeps the old one
+    else:
+        contexts.pop(cid, None)
+    send({"type": "ok"})
+
+
 class Handler(socketserver.StreamRequestHandler):
     def handle(self):
         line = self.rfile.readline(64 << 20)
@@ -311,15 +360,17 @@ class Handler(socketserver.StreamRequestHandler):
             send({"type": "pong", "pid": os.getpid()})
             return
         if op == "contexts":
-            send({"type": "contexts", "contexts": [{"id": c.id, "execution_count": c.execution_count}
-                                                   for c in sorted(contexts.values(), key=lambda c: c.id)]})
+            send({"type": "contexts", "contexts": [c.info() for c in sorted(contexts.values(), key=lambda c: c.id)]})
+            return
+        if op in ("create", "restart", "remove"):
+            manage(op, req, send)
             return
         if op != "execute":
             send({"type": "error", "name": "ProtocolError", "value": "unknown op %r" % op, "traceback": []})
             return
         cid = req.get("context") or "default"
         code = req.get("code")
-        if not isinstance(cid, str) or len(cid) > 64 or not set(cid) <= CONTEXT_CHARS or not isinstance(code, str):
+        if not valid_context_id(cid) or not isinstance(code, str):
             send({"type": "error", "name": "ProtocolError", "value": "bad context id or code", "traceback": []})
             return
         ctx = contexts.get(cid)

@@ -38,3 +38,21 @@ test('runCode: a matplotlib chart comes back as a PNG result', async () => {
   assert.ok(chart, `no PNG among ${JSON.stringify(ex.results.map((r) => r.formats()))}`)
   assert.equal(Buffer.from(chart.png, 'base64').subarray(1, 4).toString(), 'PNG')
 })
+
+test('code contexts: made in a directory, kept apart, restarted and removed', async () => {
+  const ctx = await sbx.createCodeContext({ cwd: '/tmp' })
+  assert.ok(ctx.id)
+  assert.equal(ctx.cwd, '/tmp')
+  assert.equal(ctx.language, 'python')
+  const ex = await sbx.runCode('import os\nsecret = 7\nprint(os.getcwd())', { context: ctx })
+  assert.equal(ex.logs.stdout.join(''), '/tmp\n')
+  assert.equal((await sbx.runCode('secret', { context: ctx })).text, '7')
+  assert.equal((await sbx.runCode('"secret" in dir()')).text, 'False') // the default context is another namespace
+  assert.ok((await sbx.listCodeContexts()).some((c) => c.id === ctx.id && c.cwd === '/tmp'))
+  await sbx.restartCodeContext(ctx)
+  assert.equal((await sbx.runCode('secret', { context: ctx })).error.name, 'NameError')
+  await sbx.removeCodeContext(ctx)
+  assert.ok(!(await sbx.listCodeContexts()).some((c) => c.id === ctx.id))
+  await assert.rejects(sbx.restartCodeContext(ctx), (e) => e.name === 'NotFoundError')
+  await assert.rejects(sbx.createCodeContext({ language: 'r' }), /^SandboxError: 400/) // Python only
+})
