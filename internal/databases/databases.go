@@ -56,6 +56,7 @@ type Store interface {
 	SetDatabaseVolume(ctx context.Context, id, volumeID string) error
 	GetVolume(ctx context.Context, id string) (pandastack.Volume, error)
 	GetSandbox(ctx context.Context, id string) (pandastack.Sandbox, error)
+	GetTemplate(ctx context.Context, teamID, name string) (pandastack.Template, error)
 }
 
 // Config configures a Service.
@@ -72,6 +73,9 @@ type Config struct {
 	// (*sandboxes.Engine), so the volume API cannot delete it and no
 	// other machine attaches it; nil: Engine makes it, unmarked.
 	Volumes VolumeMaker
+	// Bases keeps the machines new databases are restored from (base.go;
+	// *sandboxes.Engine); nil: every create starts a cluster cold.
+	Bases Baser
 	// Quotas counts a hibernated machine's memory against the team's disk.
 	Quotas  *quotas.Service
 	Secrets *secrets.Box
@@ -109,6 +113,7 @@ type Service struct {
 	httpURL string // SQL over HTTP's URL ("" when unknown)
 	// reviving serialises restarts of each database (revive.go).
 	reviving map[string]*sync.Mutex
+	base     bases // base.go
 }
 
 // New returns a Service for cfg.

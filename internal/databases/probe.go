@@ -3,11 +3,14 @@ package databases
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/pandastack/pandastack"
 	"github.com/pandastack/pandastack/internal/pgrouter"
 )
@@ -16,13 +19,33 @@ import (
 // verified against the server's CA, SNI naming the database) and runs a
 // query: what a client will do next.
 func (s *Service) probe(ctx context.Context, d pandastack.Database, password string) error {
-	for _, label := range []string{d.ID, d.ID + PoolerSuffix} {
-		if err := s.probeHost(ctx, pgrouter.Host(label, s.cfg.Domain), d, password); err != nil {
-			return fmt.Errorf("%s: %w", label, err)
+	if err := s.probeHost(ctx, pgrouter.Host(d.ID, s.cfg.Domain), d, password); err != nil {
+		return fmt.Errorf("%s: %w", d.ID, err)
+	}
+	// PgBouncer reads its auth_file again on a signal the setup sent
+	// without waiting: until it has, it refuses the password.
+	label := d.ID + PoolerSuffix
+	for deadline := time.Now().Add(poolerReload); ; {
+		err := s.probeHost(ctx, pgrouter.Host(label, s.cfg.Domain), d, password)
+		var pe *pgconn.PgError
+		refused := errors.As(err, &pe) && (pe.Code == "28P01" || strings.Contains(pe.Message, "authentication failed"))
+		if err == nil || !refused || time.Now().After(deadline) {
+			if err != nil {
+				return fmt.Errorf("%s: %w", label, err)
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	return nil
 }
+
+// poolerReload bounds how long a probe waits for PgBouncer to read its
+// auth_file again.
+const poolerReload = 10 * time.Second
 
 func (s *Service) probeHost(ctx context.Context, host string, d pandastack.Database, password string) error {
 	addr, _ := s.router()
