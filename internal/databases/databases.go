@@ -51,12 +51,13 @@ type Store interface {
 	CreateDatabase(ctx context.Context, d pandastack.Database) error
 	UpdateDatabase(ctx context.Context, id, state, machineID string) error
 	GetDatabase(ctx context.Context, id string) (pandastack.Database, error)
+	// GetTemplate finds the template build new databases start from (base.go).
+	GetTemplate(ctx context.Context, teamID, name string) (pandastack.Template, error)
 	ListDatabases(ctx context.Context, teamID string) ([]pandastack.Database, error)
 	DeleteDatabase(ctx context.Context, id string) error
 	SetDatabaseVolume(ctx context.Context, id, volumeID string) error
 	GetVolume(ctx context.Context, id string) (pandastack.Volume, error)
 	GetSandbox(ctx context.Context, id string) (pandastack.Sandbox, error)
-	GetTemplate(ctx context.Context, teamID, name string) (pandastack.Template, error)
 }
 
 // Config configures a Service.
@@ -106,6 +107,7 @@ type Service struct {
 	cfg   Config
 	log   *slog.Logger
 	roots *x509.CertPool
+	base  bases // the bases being saved (base.go)
 
 	mu      sync.Mutex
 	addr    string // the database router's listening address ("" when off)
@@ -113,7 +115,6 @@ type Service struct {
 	httpURL string // SQL over HTTP's URL ("" when unknown)
 	// reviving serialises restarts of each database (revive.go).
 	reviving map[string]*sync.Mutex
-	base     bases // base.go
 }
 
 // New returns a Service for cfg.
