@@ -47,10 +47,12 @@ type Baser interface {
 // copy of a machine's memory on the host, so only the default size's.
 var baseSizes = map[int]bool{DefaultSizeMiB: true}
 
-// bases tracks the saves under way (one per base id).
+// bases tracks the saves under way and done (one per base id): a base
+// saved is not replaced while creates may be restoring it.
 type bases struct {
 	mu     sync.Mutex
 	saving map[string]bool
+	saved  map[string]bool
 }
 
 // baseID names the base of template build templateID with a volume of
@@ -93,6 +95,9 @@ func (s *Service) fromBase(ctx context.Context, d *pandastack.Database, tpl pand
 		AutoHibernate: req.AutoHibernate, Volumes: []sandboxes.BaseVolume{{Name: d.ID, SizeMiB: sizeMiB, MountPath: DataMount, Slot: 0}}})
 	if pandastack.ErrorCode(err) == pandastack.ENotFound {
 		s.log.Info("no database base on this host yet: starting the cluster cold", "database", d.ID, "err", err)
+		s.base.mu.Lock()
+		delete(s.base.saved, baseID(tpl.ID, sizeMiB)) // its files are gone: save it again
+		s.base.mu.Unlock()
 		return pandastack.Sandbox{}, false, nil
 	}
 	if err != nil {
@@ -137,22 +142,22 @@ func (s *Service) saveBase(ctx context.Context, d pandastack.Database, templateI
 	}
 	id := baseID(templateID, sizeMiB)
 	s.base.mu.Lock()
-	if s.base.saving[id] {
+	if s.base.saving[id] || s.base.saved[id] {
 		s.base.mu.Unlock()
 		return
 	}
 	if s.base.saving == nil {
-		s.base.saving = map[string]bool{}
+		s.base.saving, s.base.saved = map[string]bool{}, map[string]bool{}
 	}
 	s.base.saving[id] = true
 	s.base.mu.Unlock()
-	defer func() {
-		s.base.mu.Lock()
-		delete(s.base.saving, id)
-		s.base.mu.Unlock()
-	}()
 	t0 := time.Now()
-	if err := s.cfg.Bases.SaveBase(ctx, d.MachineID, id); err != nil {
+	err := s.cfg.Bases.SaveBase(ctx, d.MachineID, id)
+	s.base.mu.Lock()
+	delete(s.base.saving, id)
+	s.base.saved[id] = err == nil
+	s.base.mu.Unlock()
+	if err != nil {
 		s.log.Error("save database base", "database", d.ID, "base", id, "err", err)
 		return
 	}
