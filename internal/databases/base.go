@@ -202,11 +202,16 @@ func (s *Service) claim(ctx context.Context, d pandastack.Database, password str
 	if err != nil {
 		return err
 	}
+	t0 := time.Now()
 	conn, err := s.superuser(ctx, d.MachineID)
 	if err != nil {
 		return fmt.Errorf("claim database machine: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	tConn := time.Since(t0)
+	defer func() {
+		s.log.Debug("database machine claimed", "database", d.ID, "connect_ms", tConn.Milliseconds(), "ms", time.Since(t0).Milliseconds())
+	}()
 	if _, err := conn.Exec(ctx, claimSQL(d.User, verifier, d.DBName), pgx.QueryExecModeSimpleProtocol); err != nil {
 		// The statement holds the verifier: say what failed, not it.
 		if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) {

@@ -19,14 +19,18 @@ import (
 // verified against the server's CA, SNI naming the database) and runs a
 // query: what a client will do next.
 func (s *Service) probe(ctx context.Context, d pandastack.Database, password string) error {
+	t0 := time.Now()
 	if err := s.probeHost(ctx, pgrouter.Host(d.ID, s.cfg.Domain), d, password); err != nil {
 		return fmt.Errorf("%s: %w", d.ID, err)
 	}
+	tDirect := time.Since(t0)
 	// PgBouncer reads its auth_file again on a signal the setup sent
 	// without waiting: until it has, it refuses the password.
 	label := d.ID + PoolerSuffix
-	for deadline := time.Now().Add(poolerReload); ; {
+	for try, deadline := 1, time.Now().Add(poolerReload); ; try++ {
 		err := s.probeHost(ctx, pgrouter.Host(label, s.cfg.Domain), d, password)
+		s.log.Debug("database probed", "database", d.ID, "direct_ms", tDirect.Milliseconds(), "pooler_try", try,
+			"ms", time.Since(t0).Milliseconds(), "err", err)
 		var pe *pgconn.PgError
 		refused := errors.As(err, &pe) && (pe.Code == "28P01" || strings.Contains(pe.Message, "authentication failed"))
 		if err == nil || !refused || time.Now().After(deadline) {
