@@ -17,23 +17,34 @@ import (
 
 // probe connects to d through the database router as its tenant (TLS
 // verified against the server's CA, SNI naming the database) and runs a
-// query: what a client will do next.
+// query, directly and through its pooler at once: what a client will do
+// next.
 func (s *Service) probe(ctx context.Context, d pandastack.Database, password string) error {
 	t0 := time.Now()
-	if err := s.probeHost(ctx, pgrouter.Host(d.ID, s.cfg.Domain), d, password); err != nil {
+	pooled := make(chan error, 1)
+	go func() { pooled <- s.probePooler(ctx, d, password) }()
+	err := s.probeHost(ctx, pgrouter.Host(d.ID, s.cfg.Domain), d, password)
+	tDirect := time.Since(t0)
+	perr := <-pooled
+	s.log.Debug("database probed", "database", d.ID, "direct_ms", tDirect.Milliseconds(), "ms", time.Since(t0).Milliseconds())
+	if err != nil {
 		return fmt.Errorf("%s: %w", d.ID, err)
 	}
-	tDirect := time.Since(t0)
-	// PgBouncer reads its auth_file again on a signal the setup sent
-	// without waiting: until it has, it refuses the password.
+	return perr
+}
+
+// probePooler is probe through d's pooler. PgBouncer reads its auth_file
+// again on a signal the setup sent without waiting: until it has, it
+// refuses the password, and the probe tries again.
+func (s *Service) probePooler(ctx context.Context, d pandastack.Database, password string) error {
+	t0 := time.Now()
 	label := d.ID + PoolerSuffix
 	for try, deadline := 1, time.Now().Add(poolerReload); ; try++ {
 		err := s.probeHost(ctx, pgrouter.Host(label, s.cfg.Domain), d, password)
-		s.log.Debug("database probed", "database", d.ID, "direct_ms", tDirect.Milliseconds(), "pooler_try", try,
-			"ms", time.Since(t0).Milliseconds(), "err", err)
 		var pe *pgconn.PgError
 		refused := errors.As(err, &pe) && (pe.Code == "28P01" || strings.Contains(pe.Message, "authentication failed"))
 		if err == nil || !refused || time.Now().After(deadline) {
+			s.log.Debug("database pooler probed", "database", d.ID, "tries", try, "ms", time.Since(t0).Milliseconds())
 			if err != nil {
 				return fmt.Errorf("%s: %w", label, err)
 			}
