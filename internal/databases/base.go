@@ -164,31 +164,37 @@ func (s *Service) saveBase(ctx context.Context, d pandastack.Database, templateI
 	s.log.Info("database base saved", "database", d.ID, "machine", d.MachineID, "base", id, "ms", time.Since(t0).Milliseconds())
 }
 
+// hbaFile is the cluster's hba_file on the postgres template (Debian's
+// layout; the template writes it there).
+const hbaFile = "/etc/postgresql/17/main/pg_hba.conf"
+
 // claimSQL gives a prepared machine (a base's state) to its tenant, as
-// one statement: the role user (from its SCRAM verifier), the base's
-// database renamed to db and given to it, PgBouncer's auth_file, the
-// hba that ends the loopback trust (configuration reloaded), and
-// PgBouncer told to read its auth_file again. A statement that fails
-// undoes the role and the rename.
+// one simple query (one transaction: a statement that fails undoes the
+// role and the rename): the role user (from its SCRAM verifier), the
+// base's database renamed to db and given to it, PgBouncer's auth_file,
+// and the hba that ends the loopback trust, configuration reloaded.
+// PgBouncer is told to read its auth_file again apart (reloadPooler).
 func claimSQL(user, verifier, db string) string {
 	hba := make([]string, len(hbaLines))
 	for i, l := range hbaLines {
 		hba[i] = quoteLiteral(l)
 	}
-	hbaCopy := "COPY (SELECT unnest(ARRAY[" + strings.Join(hba, ", ") + "])) TO "
-	poolerCopy := fmt.Sprintf("COPY (SELECT %s) TO %s", quoteLiteral(fmt.Sprintf(`"%s" "%s"`, user, verifier)), quoteLiteral(pgbouncer.Users))
-	reload := "COPY (SELECT 1) TO PROGRAM " + quoteLiteral("kill -HUP $(cat "+pgbouncer.PIDFile+")")
 	return strings.Join([]string{
-		"DO $pandastack$ BEGIN",
-		fmt.Sprintf("CREATE ROLE %s LOGIN PASSWORD %s;", quoteIdent(user), quoteLiteral(verifier)),
-		fmt.Sprintf("ALTER DATABASE %s RENAME TO %s;", quoteIdent(BaseDB), quoteIdent(db)),
-		fmt.Sprintf("ALTER DATABASE %s OWNER TO %s;", quoteIdent(db), quoteIdent(user)),
-		"EXECUTE " + quoteLiteral(poolerCopy) + ";",
-		"EXECUTE " + quoteLiteral(hbaCopy) + " || quote_literal(current_setting('hba_file'));",
-		"PERFORM pg_reload_conf();",
-		"EXECUTE " + quoteLiteral(reload) + ";",
-		"END $pandastack$",
-	}, "\n")
+		fmt.Sprintf("CREATE ROLE %s LOGIN PASSWORD %s", quoteIdent(user), quoteLiteral(verifier)),
+		fmt.Sprintf("ALTER DATABASE %s RENAME TO %s", quoteIdent(BaseDB), quoteIdent(db)),
+		fmt.Sprintf("ALTER DATABASE %s OWNER TO %s", quoteIdent(db), quoteIdent(user)),
+		poolerSQL(user, verifier)[0],
+		"COPY (SELECT unnest(ARRAY[" + strings.Join(hba, ", ") + "])) TO " + quoteLiteral(hbaFile),
+		"SELECT pg_reload_conf()",
+	}, ";\n")
+}
+
+// reloadPooler has PgBouncer in d's machine read its auth_file again.
+func (s *Service) reloadPooler(ctx context.Context, d pandastack.Database) error {
+	if _, err := s.run(ctx, d.MachineID, "sh", "-c", "kill -HUP $(cat "+pgbouncer.PIDFile+")"); err != nil {
+		return fmt.Errorf("reload pooler: %w", err)
+	}
+	return nil
 }
 
 // claim runs claimSQL for d in its prepared machine, as the postgres

@@ -109,7 +109,7 @@ func (s *Service) Create(ctx context.Context, teamID string, p CreateParams) (In
 		return Info{}, err
 	}
 	t2 := time.Now()
-	if err := s.probe(ctx, d, password); err != nil {
+	if err := s.probe(ctx, d, password, s.reloadPooler); err != nil {
 		return Info{}, fmt.Errorf("create database %s: first query through the router: %w", name, err)
 	}
 	d.State = pandastack.DatabaseReady

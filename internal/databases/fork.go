@@ -86,7 +86,7 @@ func (s *Service) Fork(ctx context.Context, teamID, ref, name string) (Info, err
 	if err := s.register(d); err != nil {
 		return Info{}, err
 	}
-	if err := s.probe(ctx, d, password); err != nil {
+	if err := s.probe(ctx, d, password, nil); err != nil {
 		return Info{}, fmt.Errorf("fork database %s: first query through the router: %w", ref, err)
 	}
 	d.State = pandastack.DatabaseReady

@@ -18,11 +18,20 @@ import (
 // probe connects to d through the database router as its tenant (TLS
 // verified against the server's CA, SNI naming the database) and runs a
 // query, directly and through its pooler at once: what a client will do
-// next.
-func (s *Service) probe(ctx context.Context, d pandastack.Database, password string) error {
+// next. first, when set, runs before the pooler's probe (while the
+// direct one runs).
+func (s *Service) probe(ctx context.Context, d pandastack.Database, password string, first func(context.Context, pandastack.Database) error) error {
 	t0 := time.Now()
 	pooled := make(chan error, 1)
-	go func() { pooled <- s.probePooler(ctx, d, password) }()
+	go func() {
+		if first != nil {
+			if err := first(ctx, d); err != nil {
+				pooled <- err
+				return
+			}
+		}
+		pooled <- s.probePooler(ctx, d, password)
+	}()
 	err := s.probeHost(ctx, pgrouter.Host(d.ID, s.cfg.Domain), d, password)
 	tDirect := time.Since(t0)
 	perr := <-pooled
