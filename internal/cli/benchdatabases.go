@@ -27,17 +27,30 @@ type databasesBenchResult struct {
 	// the router (the create call answers after its own such query).
 	CreateP50 float64 `json:"db_create_first_query_p50_ms"`
 	CreateP99 float64 `json:"db_create_first_query_p99_ms"`
+	// The first create of the run: on a server that has made no database
+	// yet, it starts the cluster cold and saves the base later creates
+	// restore (internal/databases/base.go).
+	CreateFirst float64 `json:"db_create_first_ms"`
 	// Hibernated, then connect and SELECT 1 (the wake included).
 	WakeP50 float64 `json:"db_wake_first_query_p50_ms"`
+	WakeP99 float64 `json:"db_wake_first_query_p99_ms"`
 	// Fork of a running database until its child answered a query.
 	ForkP50 float64 `json:"db_fork_p50_ms"`
+	ForkP99 float64 `json:"db_fork_p99_ms"`
+	// The floor, in the same run: a plain sandbox create from the base
+	// template, client measured; the ratios are figure p50 ÷ floor p50.
+	CreateFloorP50   float64 `json:"create_floor_p50_ms"`
+	CreateFloorP99   float64 `json:"create_floor_p99_ms"`
+	CreateFloorRatio float64 `json:"db_create_floor_ratio"`
+	WakeFloorRatio   float64 `json:"db_wake_floor_ratio"`
+	ForkFloorRatio   float64 `json:"db_fork_floor_ratio"`
 	// SQL over HTTP (POST /sql), one SELECT after a first one.
 	HTTPWarmP50 float64 `json:"db_http_warm_query_p50_ms"`
 }
 
 // benchDatabases creates n databases one after another (each removed
 // after its first query), then on one of them measures n wakes, n forks
-// and 50 warm SQL-over-HTTP queries. routerHost is where the database
+// and 50 warm SQL-over-HTTP queries, then n plain creates (the floor). routerHost is where the database
 // router is dialled (the server's host).
 func benchDatabases(ctx context.Context, c *sdk.Client, n int, routerHost string, progress func(string, ...any)) (*databasesBenchResult, error) {
 	h, err := c.Health(ctx)
@@ -75,7 +88,7 @@ func benchDatabases(ctx context.Context, c *sdk.Client, n int, routerHost string
 		}
 		made = made[:len(made)-1]
 	}
-	res.CreateP50, res.CreateP99 = pct(creates, 50), pct(creates, 99)
+	res.CreateP50, res.CreateP99, res.CreateFirst = pct(creates, 50), pct(creates, 99), creates[0]
 	progress("%d wakes, each until the first query answered", n)
 	var wakes []float64
 	for range n {
@@ -88,7 +101,7 @@ func benchDatabases(ctx context.Context, c *sdk.Client, n int, routerHost string
 		}
 		wakes = append(wakes, ms(time.Since(t0)))
 	}
-	res.WakeP50 = pct(wakes, 50)
+	res.WakeP50, res.WakeP99 = pct(wakes, 50), pct(wakes, 99)
 	progress("%d forks of a running database", n)
 	var forks []float64
 	for i := range n {
@@ -102,7 +115,14 @@ func benchDatabases(ctx context.Context, c *sdk.Client, n int, routerHost string
 			return nil, err
 		}
 	}
-	res.ForkP50 = pct(forks, 50)
+	res.ForkP50, res.ForkP99 = pct(forks, 50), pct(forks, 99)
+	progress("%d plain creates from the base template (the floor)", n)
+	if res.CreateFloorP50, res.CreateFloorP99, err = createFloor(ctx, c, n); err != nil {
+		return nil, fmt.Errorf("create floor: %w", err)
+	}
+	if f := res.CreateFloorP50; f > 0 {
+		res.CreateFloorRatio, res.WakeFloorRatio, res.ForkFloorRatio = res.CreateP50/f, res.WakeP50/f, res.ForkP50/f
+	}
 	progress("50 warm SQL-over-HTTP queries")
 	var https []float64
 	for i := range 51 {

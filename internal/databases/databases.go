@@ -53,6 +53,8 @@ type Store interface {
 	CreateDatabase(ctx context.Context, d pandastack.Database) error
 	UpdateDatabase(ctx context.Context, id, state, machineID string) error
 	GetDatabase(ctx context.Context, id string) (pandastack.Database, error)
+	// GetTemplate finds the template build new databases start from (base.go).
+	GetTemplate(ctx context.Context, teamID, name string) (pandastack.Template, error)
 	ListDatabases(ctx context.Context, teamID string) ([]pandastack.Database, error)
 	DeleteDatabase(ctx context.Context, id string) error
 	SetDatabaseVolume(ctx context.Context, id, volumeID string) error
@@ -74,6 +76,9 @@ type Config struct {
 	// (*sandboxes.Engine), so the volume API cannot delete it and no
 	// other machine attaches it; nil: Engine makes it, unmarked.
 	Volumes VolumeMaker
+	// Bases keeps the machines new databases are restored from (base.go;
+	// *sandboxes.Engine); nil: every create starts a cluster cold.
+	Bases Baser
 	// Quotas counts a hibernated machine's memory against the team's disk.
 	Quotas  *quotas.Service
 	Secrets *secrets.Box
@@ -107,6 +112,7 @@ type Service struct {
 	cfg   Config
 	log   *slog.Logger
 	roots *x509.CertPool
+	base  bases // the bases being saved (base.go)
 
 	mu      sync.Mutex
 	addr    string // the database router's listening address ("" when off)

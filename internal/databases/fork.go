@@ -86,7 +86,7 @@ func (s *Service) Fork(ctx context.Context, teamID, ref, name string) (Info, err
 	if err := s.register(d); err != nil {
 		return Info{}, err
 	}
-	if err := s.probe(ctx, d, password); err != nil {
+	if err := s.probe(ctx, d, password, nil); err != nil {
 		return Info{}, fmt.Errorf("fork database %s: first query through the router: %w", ref, err)
 	}
 	d.State = pandastack.DatabaseReady
@@ -135,13 +135,13 @@ func (s *Service) rekey(ctx context.Context, d pandastack.Database, password str
 	if err != nil {
 		return err
 	}
+	// One guest round trip: PgBouncer is told to read its auth_file again
+	// from the same script (the probe waits for it to have done so).
 	sql := rekeySQL(d.User, verifier) + "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE usename = " +
-		quoteLiteral(d.User) + " AND pid <> pg_backend_pid();\n"
+		quoteLiteral(d.User) + " AND pid <> pg_backend_pid();\n" +
+		"COPY (SELECT 1) TO PROGRAM " + quoteLiteral("kill -HUP $(cat "+pgbouncer.PIDFile+")") + ";\n"
 	if _, err := s.runIn(ctx, d.MachineID, strings.NewReader(sql), "runuser", "-u", "postgres", "--", "psql", "-X", "-q", "-d", "postgres"); err != nil {
 		return fmt.Errorf("set the fork's password: %w", err)
-	}
-	if _, err := s.run(ctx, d.MachineID, "sh", "-c", "kill -HUP $(cat "+pgbouncer.PIDFile+")"); err != nil {
-		return fmt.Errorf("reload the fork's pooler: %w", err)
 	}
 	return nil
 }

@@ -3,26 +3,73 @@ package databases
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/pandastack/pandastack"
 	"github.com/pandastack/pandastack/internal/pgrouter"
 )
 
 // probe connects to d through the database router as its tenant (TLS
 // verified against the server's CA, SNI naming the database) and runs a
-// query: what a client will do next.
-func (s *Service) probe(ctx context.Context, d pandastack.Database, password string) error {
-	for _, label := range []string{d.ID, d.ID + PoolerSuffix} {
-		if err := s.probeHost(ctx, pgrouter.Host(label, s.cfg.Domain), d, password); err != nil {
-			return fmt.Errorf("%s: %w", label, err)
+// query, directly and through its pooler at once: what a client will do
+// next. first, when set, runs before the pooler's probe (while the
+// direct one runs).
+func (s *Service) probe(ctx context.Context, d pandastack.Database, password string, first func(context.Context, pandastack.Database) error) error {
+	t0 := time.Now()
+	pooled := make(chan error, 1)
+	go func() {
+		if first != nil {
+			if err := first(ctx, d); err != nil {
+				pooled <- err
+				return
+			}
+		}
+		pooled <- s.probePooler(ctx, d, password)
+	}()
+	err := s.probeHost(ctx, pgrouter.Host(d.ID, s.cfg.Domain), d, password)
+	tDirect := time.Since(t0)
+	perr := <-pooled
+	s.log.Debug("database probed", "database", d.ID, "direct_ms", tDirect.Milliseconds(), "ms", time.Since(t0).Milliseconds())
+	if err != nil {
+		return fmt.Errorf("%s: %w", d.ID, err)
+	}
+	return perr
+}
+
+// probePooler is probe through d's pooler. PgBouncer reads its auth_file
+// again on a signal the setup sent without waiting: until it has, it
+// refuses the password, and the probe tries again.
+func (s *Service) probePooler(ctx context.Context, d pandastack.Database, password string) error {
+	t0 := time.Now()
+	label := d.ID + PoolerSuffix
+	for try, deadline := 1, time.Now().Add(poolerReload); ; try++ {
+		err := s.probeHost(ctx, pgrouter.Host(label, s.cfg.Domain), d, password)
+		var pe *pgconn.PgError
+		refused := errors.As(err, &pe) && (pe.Code == "28P01" || strings.Contains(pe.Message, "authentication failed"))
+		if err == nil || !refused || time.Now().After(deadline) {
+			s.log.Debug("database pooler probed", "database", d.ID, "tries", try, "ms", time.Since(t0).Milliseconds())
+			if err != nil {
+				return fmt.Errorf("%s: %w", label, err)
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	return nil
 }
+
+// poolerReload bounds how long a probe waits for PgBouncer to read its
+// auth_file again.
+const poolerReload = 10 * time.Second
 
 func (s *Service) probeHost(ctx context.Context, host string, d pandastack.Database, password string) error {
 	addr, _ := s.router()

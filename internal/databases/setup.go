@@ -61,22 +61,9 @@ func hbaSQL(hbaFile string) []string {
 // off; last it starts PgBouncer. The root disk's configuration is the
 // template's again after a restart, so all but the role runs every time.
 func (s *Service) setup(ctx context.Context, d pandastack.Database, password string) error {
-	cfg, err := pgx.ParseConfig("sslmode=disable")
+	conn, err := s.superuser(ctx, d.MachineID)
 	if err != nil {
-		return fmt.Errorf("setup config: %w", err)
-	}
-	cfg.Host, cfg.Port, cfg.User, cfg.Database, cfg.Fallbacks = "machine", Port, "postgres", "postgres", nil
-	cfg.LookupFunc = func(context.Context, string) ([]string, error) { return []string{"machine"}, nil }
-	cfg.DialFunc = func(ctx context.Context, _, _ string) (net.Conn, error) {
-		g, err := s.cfg.Engine.Guest(ctx, d.MachineID)
-		if err != nil {
-			return nil, err
-		}
-		return g.DialPort(ctx, Port)
-	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return fmt.Errorf("set up database: connect as postgres: %w", err)
+		return fmt.Errorf("set up database: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	var hbaFile string
@@ -105,6 +92,30 @@ func (s *Service) setup(ctx context.Context, d pandastack.Database, password str
 		}
 	}
 	return s.startPooler(ctx, d)
+}
+
+// superuser connects to PostgreSQL in machineID as the postgres
+// superuser, whom the template trusts on the machine's loopback, through
+// the guest agent (no psql started in the guest).
+func (s *Service) superuser(ctx context.Context, machineID string) (*pgx.Conn, error) {
+	cfg, err := pgx.ParseConfig("sslmode=disable")
+	if err != nil {
+		return nil, fmt.Errorf("superuser config: %w", err)
+	}
+	cfg.Host, cfg.Port, cfg.User, cfg.Database, cfg.Fallbacks = "machine", Port, "postgres", "postgres", nil
+	cfg.LookupFunc = func(context.Context, string) ([]string, error) { return []string{"machine"}, nil }
+	cfg.DialFunc = func(ctx context.Context, _, _ string) (net.Conn, error) {
+		g, err := s.cfg.Engine.Guest(ctx, machineID)
+		if err != nil {
+			return nil, err
+		}
+		return g.DialPort(ctx, Port)
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect as postgres: %w", err)
+	}
+	return conn, nil
 }
 
 // poolerSQL writes PgBouncer's auth_file: the role and its SCRAM verifier.

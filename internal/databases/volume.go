@@ -13,8 +13,9 @@ import (
 
 // A database's data directory lives on a durable volume of its own,
 // mounted at DataMount in its machine: the machine's root disk holds only
-// the template's programs and configuration. A create copies the
-// template's baked (stopped) cluster onto the empty volume; a machine
+// the template's programs and configuration. A create restores a base
+// whose volume holds a running cluster (base.go), or, with none, copies
+// the template's baked (stopped) cluster onto the empty volume; a machine
 // restarted on the volume after its VM died finds the cluster there and
 // PostgreSQL recovers it from its WAL.
 const (

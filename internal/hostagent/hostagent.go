@@ -195,8 +195,7 @@ func (a *Agent) Create(ctx context.Context, spec hostapi.MachineSpec) (hostapi.M
 	}
 	if spec.Snapshot != nil {
 		if len(spec.Volumes) > 0 {
-			return hostapi.Machine{}, pandastack.Errorf(pandastack.EInvalid,
-				"volumes cannot be attached to a sandbox created from a snapshot: it gets copies of the snapshot's volumes")
+			return a.createKeepingVolumes(ctx, spec) // snapvolumes.go
 		}
 		return a.createFromSnapshot(ctx, spec)
 	}

@@ -30,7 +30,9 @@ type MachineSpec struct {
 	// instruction; nil allows all.
 	Network *pandastack.NetworkPolicy `json:"network,omitempty"`
 	// Volumes are durable volumes (already attached to ID by the caller)
-	// to open and mount.
+	// to open and mount. With Snapshot set they are what the snapshot's
+	// saved volume copies become, slot for slot (already mounted in the
+	// guest as they were saved; grown to SizeMiB when larger).
 	Volumes []VolumeAttachment `json:"volumes,omitempty"`
 	// Lifetime is the machine's class: a service machine has no deadline.
 	Lifetime pandastack.Lifetime `json:"lifetime,omitempty"`

@@ -22,6 +22,8 @@ type fakeHost struct {
 	// onCreate, when set, runs before Create returns (to send an event
 	// that overtakes the result).
 	onCreate func(m hostapi.Machine)
+	// createErr, when set, is what Create answers for spec.
+	createErr func(spec hostapi.MachineSpec) error
 }
 
 var _ hostapi.Host = (*fakeHost)(nil)
@@ -57,6 +59,11 @@ func (h *fakeHost) Settle(ctx context.Context, req hostapi.SettleRequest) error 
 func (h *fakeHost) List(ctx context.Context) ([]hostapi.Machine, error) { return nil, nil }
 
 func (h *fakeHost) Create(ctx context.Context, spec hostapi.MachineSpec) (hostapi.Machine, error) {
+	if h.createErr != nil {
+		if err := h.createErr(spec); err != nil {
+			return hostapi.Machine{}, err
+		}
+	}
 	now := time.Now().UTC()
 	m := hostapi.Machine{ID: spec.ID, Host: h.Name(), State: pandastack.StateRunning, Template: spec.Template, TemplateID: "tpl_1",
 		CPUs: 1, MemoryMiB: 128, CreatedAt: now, ExpiresAt: spec.Lifetime.Expiry(now, spec.TTL), Lifetime: spec.Lifetime,

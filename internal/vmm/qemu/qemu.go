@@ -388,14 +388,15 @@ func (d *Driver) restore(ctx context.Context, snap vmm.Snapshot, opts vmm.Restor
 		return nil, fmt.Errorf("restore %s: %w", snap.Key, err)
 	}
 	// Pooled processes have placeholders open in their volume slots: a
-	// volume copy is cloned into one (like RAM and disk), but a durable
-	// volume must be the file the VM opens, so a VM is started for it.
+	// volume copy is cloned into one (like RAM and disk), and a durable
+	// volume's file becomes the placeholder it holds (adopt.go) when they
+	// share a filesystem; else a VM is started for it.
 	durable := false
 	for _, f := range snap.Volumes {
 		durable = durable || (f.Path != "" && !f.Copy)
 	}
 	var v *vm
-	if !durable {
+	if !durable || d.adoptable(snap) {
 		v = d.take(snap, st.Size())
 	}
 	pooled := v != nil
@@ -432,6 +433,12 @@ func (d *Driver) restore(ctx context.Context, snap vmm.Snapshot, opts vmm.Restor
 			}
 			if i >= v.machine.VolumeSlots {
 				return fail(fmt.Errorf("restore %s: volume slot %d: the machine has %d", snap.Key, i, v.machine.VolumeSlots))
+			}
+			if !f.Copy {
+				if err := v.adoptVolume(i, f.Path); err != nil {
+					return fail(fmt.Errorf("restore %s: %w", snap.Key, err))
+				}
+				continue
 			}
 			if err := cowfs.CloneInto(filepath.Join(v.dir, vmm.VolumeFileName(i)), f.Path); err != nil {
 				return fail(fmt.Errorf("restore %s: volume copy: %w", snap.Key, err))
