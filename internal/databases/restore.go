@@ -98,7 +98,7 @@ func (s *Service) Restore(ctx context.Context, teamID, ref string, p RestorePara
 	if err := s.register(d); err != nil {
 		return Info{}, err
 	}
-	if err := s.probe(ctx, d, password); err != nil {
+	if err := s.probe(ctx, d, password, nil); err != nil {
 		return Info{}, fmt.Errorf("restore database %s: first query through the router: %w", ref, err)
 	}
 	d.State = pandastack.DatabaseReady
