@@ -6,6 +6,7 @@
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import http from 'node:http'
+import crypto from 'node:crypto'
 import {
   Sandbox, AuthenticationError, CommandExitError, NotFoundError, SandboxError,
 } from 'e2b'
@@ -142,6 +143,53 @@ test('getHost(port) reaches an HTTP server inside the sandbox', async () => {
     else await new Promise((res) => setTimeout(res, 300))
   }
   assert.equal(body, 'hello from the sandbox')
+})
+
+// A WebSocket echo server on Python's standard library (the base template
+// has no WebSocket package): the handshake, then each text frame back
+// with "echo:" in front.
+const wsServer = `import base64, hashlib, socketserver, struct
+G = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+class H(socketserver.StreamRequestHandler):
+    def handle(self):
+        key = b""
+        while True:
+            line = self.rfile.readline().strip()
+            if not line:
+                break
+            k, _, v = line.partition(b":")
+            if k.strip().lower() == b"sec-websocket-key":
+                key = v.strip()
+        accept = base64.b64encode(hashlib.sha1(key + G).digest())
+        self.wfile.write(b"HTTP/1.1 101 Switching Protocols\\r\\nUpgrade: websocket\\r\\nConnection: Upgrade\\r\\nSec-WebSocket-Accept: " + accept + b"\\r\\n\\r\\n")
+        while True:
+            h = self.rfile.read(2)
+            if len(h) < 2:
+                return
+            n = h[1] & 127
+            if n == 126:
+                n = struct.unpack(">H", self.rfile.read(2))[0]
+            mask = self.rfile.read(4) if h[1] & 128 else bytes(4)
+            data = bytes(b ^ mask[i % 4] for i, b in enumerate(self.rfile.read(n)))
+            if h[0] & 15 == 8:
+                return
+            reply = b"echo:" + data
+            self.wfile.write(bytes([0x81, len(reply)]) + reply)
+            self.wfile.flush()
+socketserver.ThreadingTCPServer.allow_reuse_address = True
+socketserver.ThreadingTCPServer(("127.0.0.1", 8124), H).serve_forever()
+`
+
+test('getHost(port) carries a WebSocket to a server inside the sandbox', async () => {
+  await sbx.files.write('/tmp/ws.py', wsServer)
+  await sbx.commands.run('python3 /tmp/ws.py', { background: true, timeoutMs: 0 })
+  const u = new URL(server)
+  let got
+  for (let i = 0; i < 100 && got === undefined; i++) {
+    got = await wsEcho(u, sbx.getHost(8124), 'ping').catch(() => undefined)
+    if (got === undefined) await new Promise((res) => setTimeout(res, 300))
+  }
+  assert.equal(got, 'echo:ping')
 })
 
 test('E2B_DOMAIN host routing: envd health, a signed download URL', async () => {
@@ -291,6 +339,44 @@ test('kill', async () => {
   await assert.rejects(Sandbox.getInfo(second.sandboxId), (e) => e instanceof NotFoundError)
   second = undefined
 })
+
+// wsEcho opens a WebSocket to host through the server at u (Host set as for
+// request), sends text in one masked frame and resolves with the first
+// frame that comes back.
+function wsEcho(u, host, text) {
+  return new Promise((resolve, reject) => {
+    const key = crypto.randomBytes(16).toString('base64')
+    const req = http.request({
+      host: u.hostname, port: u.port, path: '/',
+      headers: { Host: host, Connection: 'Upgrade', Upgrade: 'websocket', 'Sec-WebSocket-Key': key, 'Sec-WebSocket-Version': '13' },
+    })
+    req.on('upgrade', (res, socket) => {
+      const accept = crypto.createHash('sha1').update(key + '258EAFA5-E914-47DA-95CA-C5AB0DC85B11').digest('base64')
+      if (res.headers['sec-websocket-accept'] !== accept) {
+        socket.destroy()
+        reject(new Error('wrong Sec-WebSocket-Accept'))
+        return
+      }
+      const payload = Buffer.from(text)
+      const mask = crypto.randomBytes(4)
+      const masked = Buffer.from(payload.map((b, i) => b ^ mask[i % 4]))
+      let buf = Buffer.alloc(0)
+      socket.on('data', (d) => {
+        buf = Buffer.concat([buf, d])
+        const n = buf.length >= 2 ? buf[1] & 127 : -1
+        if (n >= 0 && buf.length >= 2 + n) {
+          resolve(buf.subarray(2, 2 + n).toString())
+          socket.destroy()
+        }
+      })
+      socket.on('error', reject)
+      socket.write(Buffer.concat([Buffer.from([0x81, 0x80 | payload.length]), mask, masked]))
+    })
+    req.on('response', (res) => { res.resume(); reject(new Error(`status ${res.statusCode}`)) })
+    req.on('error', reject)
+    req.end()
+  })
+}
 
 // request GETs path from the server at u with Host set to host (a name
 // like getHost's, which this machine's resolver need not know), as a
