@@ -41,7 +41,16 @@ type Request struct {
 	Language       string  `json:"language"`
 	ContextID      string  `json:"context_id"`
 	TimeoutSeconds float64 `json:"timeout_seconds"`
+	// Env is set in the kernel's environment for this run only (E2B's
+	// per-run env_vars): the variables it names are put back after it.
+	Env map[string]string `json:"env,omitempty"`
 }
+
+// maxRunEnv bounds a run's environment: its variables, and their bytes.
+const (
+	maxRunEnvVars  = 256
+	maxRunEnvBytes = 256 << 10
+)
 
 // Validate checks a request; maxTimeoutSeconds bounds TimeoutSeconds (0
 // means no timeout).
@@ -56,6 +65,19 @@ func (req Request) Validate(maxTimeoutSeconds float64) error {
 	}
 	if req.ContextID != "" && !contextIDPattern.MatchString(req.ContextID) {
 		return pandastack.Errorf(pandastack.EInvalid, "context_id must be 1-64 letters, digits, '_', '-' or '.', got %q", req.ContextID)
+	}
+	if len(req.Env) > maxRunEnvVars {
+		return pandastack.Errorf(pandastack.EInvalid, "env has %d variables; the limit is %d", len(req.Env), maxRunEnvVars)
+	}
+	n := 0
+	for k, v := range req.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
+			return pandastack.Errorf(pandastack.EInvalid, "env: %q is not a variable name (or its value holds a NUL byte)", k)
+		}
+		n += len(k) + len(v)
+	}
+	if n > maxRunEnvBytes {
+		return pandastack.Errorf(pandastack.ETooLarge, "env is %d bytes; the limit is %d KiB", n, maxRunEnvBytes>>10)
 	}
 	if req.TimeoutSeconds < 0 || req.TimeoutSeconds > maxTimeoutSeconds {
 		return pandastack.Errorf(pandastack.EInvalid, "timeout_seconds must be between 0 (no timeout) and %g, got %g", maxTimeoutSeconds, req.TimeoutSeconds)
@@ -182,7 +204,11 @@ func Run(ctx context.Context, g Dialer, req Request, fn func(Event) error) error
 	if ctxID == "" {
 		ctxID = DefaultContext
 	}
-	r, done, err := dial(ctx, g, map[string]any{"op": "execute", "code": req.Code, "context": ctxID, "timeout": req.TimeoutSeconds})
+	op := map[string]any{"op": "execute", "code": req.Code, "context": ctxID, "timeout": req.TimeoutSeconds}
+	if len(req.Env) > 0 {
+		op["env"] = req.Env
+	}
+	r, done, err := dial(ctx, g, op)
 	if err != nil {
 		return err
 	}

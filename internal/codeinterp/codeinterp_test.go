@@ -140,6 +140,22 @@ func TestRunAgainstTheRealKernel(t *testing.T) {
 			t.Fatalf("remove a removed context: %v, want not_found", err)
 		}
 	})
+	t.Run("a run's env holds for that run only", func(t *testing.T) {
+		stdout := func(evs []codeinterp.Event) (s string) {
+			for _, ev := range evs {
+				if ev.Type == "stdout" {
+					s += ev.Text
+				}
+			}
+			return s
+		}
+		if out := stdout(run(t, k, codeinterp.Request{Code: "import os\nprint(os.environ.get('ONLY_HERE'))", Env: map[string]string{"ONLY_HERE": "yes"}})); out != "yes\n" {
+			t.Fatalf("during: %q", out)
+		}
+		if out := stdout(run(t, k, codeinterp.Request{Code: "print(os.environ.get('ONLY_HERE'))"})); out != "None\n" {
+			t.Fatalf("after: %q", out)
+		}
+	})
 	t.Run("a timeout ends the run and says so", func(t *testing.T) {
 		evs := run(t, k, codeinterp.Request{Code: "import time\ntime.sleep(30)", TimeoutSeconds: 0.5})
 		if last := evs[len(evs)-1]; last.Type != "end" || !last.TimedOut {
@@ -182,6 +198,10 @@ func TestValidate(t *testing.T) {
 		{"negative timeout", codeinterp.Request{Code: "1", TimeoutSeconds: -1}, pandastack.EInvalid},
 		{"timeout over the limit", codeinterp.Request{Code: "1", TimeoutSeconds: 101}, pandastack.EInvalid},
 		{"code too large", codeinterp.Request{Code: strings.Repeat("x", codeinterp.MaxCodeBytes+1)}, pandastack.ETooLarge},
+		{"env", codeinterp.Request{Code: "1", Env: map[string]string{"A": "b"}}, ""},
+		{"env name with =", codeinterp.Request{Code: "1", Env: map[string]string{"A=B": "c"}}, pandastack.EInvalid},
+		{"env value with NUL", codeinterp.Request{Code: "1", Env: map[string]string{"A": "b\x00"}}, pandastack.EInvalid},
+		{"env too large", codeinterp.Request{Code: "1", Env: map[string]string{"A": strings.Repeat("x", 300<<10)}}, pandastack.ETooLarge},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			err := tt.req.Validate(100)

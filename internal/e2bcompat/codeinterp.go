@@ -51,11 +51,7 @@ func (s *Server) serveCode(w http.ResponseWriter, r *http.Request, sb pandastack
 		writeAPIError(w, http.StatusBadRequest, pandastack.ErrorMessage(err))
 		return
 	}
-	if len(req.EnvVars) > 0 {
-		writeAPIError(w, http.StatusBadRequest, "env_vars on a run are not supported by PandaStack's E2B compatibility yet (sandbox-wide envs are)")
-		return
-	}
-	run := codeinterp.Request{Code: req.Code, Language: req.Language, ContextID: req.ContextID}
+	run := codeinterp.Request{Code: req.Code, Language: req.Language, ContextID: req.ContextID, Env: req.EnvVars}
 	if err := run.Validate(maxRunSeconds); err != nil {
 		writeAPIError(w, http.StatusBadRequest, pandastack.ErrorMessage(err))
 		return

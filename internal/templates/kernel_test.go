@@ -263,6 +263,21 @@ func TestKernelManagesContexts(t *testing.T) {
 	}
 }
 
+// A run's env is set for that run only: what it named is put back after.
+func TestKernelRunEnv(t *testing.T) {
+	addr := startKernel(t)
+	execute(t, addr, "import os; os.environ['KEEP'] = 'before'")
+	if out, _, _, _, _ := execute(t, addr, "print(os.environ['KEEP'], os.environ['NEW'])", "env", map[string]string{"KEEP": "during", "NEW": "x"}); out != "during x\n" {
+		t.Fatalf("during the run: %q", out)
+	}
+	if out, _, _, _, _ := execute(t, addr, "print(os.environ['KEEP'], 'NEW' in os.environ)"); out != "before False\n" {
+		t.Fatalf("after the run: %q", out)
+	}
+	if evs := kcall(t, addr, map[string]any{"op": "execute", "code": "1", "env": map[string]any{"A=B": "x"}}); len(evs) != 1 || evs[0].Name != "ProtocolError" {
+		t.Fatalf("a bad env: %+v", evs)
+	}
+}
+
 func TestKernelPortMatchesAPI(t *testing.T) {
 	if KernelPort != api.CodeKernelPort {
 		t.Fatalf("templates.KernelPort %d, api.CodeKernelPort %d", KernelPort, api.CodeKernelPort)

@@ -7,7 +7,7 @@ is already running in every sandbox made from it. Standard library only.
 Protocol: a client connects and sends one JSON line, then reads JSON lines
 until the connection closes.
 
-  {"op": "execute", "code": "...", "context": "default", "timeout": 30}
+  {"op": "execute", "code": "...", "context": "default", "timeout": 30, "env": {"K": "v"}}
       -> {"type": "stdout", "text": "..."}          (any number, streamed)
          {"type": "stderr", "text": "..."}
          {"type": "result", "text": "...", "png": "<base64>", "html": "...",
@@ -271,11 +271,30 @@ def run(ctx, code, send):
 
 
 class Job:
-    def __init__(self, ctx, code, send):
-        self.ctx, self.code, self.send = ctx, code, send
+    def __init__(self, ctx, code, send, env=None):
+        self.ctx, self.code, self.send, self.env = ctx, code, send, env or {}
         self.started = threading.Event()
         self.done = threading.Event()
         self.interrupted = False
+
+
+class run_env:
+    """Sets a run's environment variables, and puts back what they were."""
+
+    def __init__(self, env):
+        self.env = env
+
+    def __enter__(self):
+        self.saved = {k: os.environ.get(k) for k in self.env}
+        os.environ.update(self.env)
+
+    def __exit__(self, *exc):
+        for k, v in self.saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        return False
 
 
 def interrupt(job):
@@ -292,7 +311,8 @@ def main_loop():
         try:
             reseed_if_restored()
             job.started.set()
-            run(job.ctx, job.code, job.send)
+            with run_env(job.env):
+                run(job.ctx, job.code, job.send)
         except KeyboardInterrupt:
             pass  # arrived between the user's code and the end of run
         finally:
@@ -384,7 +404,11 @@ class Handler(socketserver.StreamRequestHandler):
             else:
                 send(ev)
 
-        job = Job(ctx, code, collect)
+        env = req.get("env") or {}
+        if not isinstance(env, dict) or not all(isinstance(k, str) and k and "=" not in k and isinstance(v, str) for k, v in env.items()):
+            send({"type": "error", "name": "ProtocolError", "value": "bad env", "traceback": []})
+            return
+        job = Job(ctx, code, collect, env)
         jobs.put(job)
         timeout = req.get("timeout") or 0
         deadline = time.monotonic() + timeout if timeout > 0 else None

@@ -56,3 +56,9 @@ test('code contexts: made in a directory, kept apart, restarted and removed', as
   await assert.rejects(sbx.restartCodeContext(ctx), (e) => e.name === 'NotFoundError')
   await assert.rejects(sbx.createCodeContext({ language: 'r' }), /^SandboxError: 400/) // Python only
 })
+
+test('runCode: envs for one run, put back after it', async () => {
+  const ex = await sbx.runCode('import os\nprint(os.environ.get("RUN_ONLY"))', { envs: { RUN_ONLY: 'yes' } })
+  assert.equal(ex.logs.stdout.join(''), 'yes\n')
+  assert.equal((await sbx.runCode('print(os.environ.get("RUN_ONLY"))')).logs.stdout.join(''), 'None\n')
+})
