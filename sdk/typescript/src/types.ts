@@ -49,6 +49,8 @@ export interface SandboxInfo {
    * "function:NAME"); such a machine changes only through its service.
    */
   managedBy?: string;
+  /** What its deadline does: "kill" (the default) or "hibernate" (it sleeps until woken). */
+  onExpiry: "kill" | "hibernate";
 }
 
 /**
@@ -487,6 +489,7 @@ export interface WireSandbox {
   auto_hibernate_seconds?: number;
   lifetime?: Lifetime;
   managed_by?: string;
+  on_expiry?: string;
 }
 
 export interface WireNetworkPolicy {
@@ -660,6 +663,7 @@ export function toSandboxInfo(w: WireSandbox): SandboxInfo {
     autoHibernateSeconds: w.auto_hibernate_seconds ?? 0,
     lifetime: w.lifetime ?? "sandbox",
     managedBy: w.managed_by || undefined,
+    onExpiry: w.on_expiry === "hibernate" ? "hibernate" : "kill",
   };
 }
 
