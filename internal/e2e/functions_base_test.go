@@ -18,7 +18,7 @@ import (
 // the code beside it.
 const nodeShow = `import fs from "node:fs";
 export async function handler(event) {
-  return { secret: process.env.SECRET ?? null, cwd: process.cwd(), files: fs.readdirSync("/var/task").sort(), mark: MARK };
+  return { secret: process.env.SECRET ?? null, cwd: process.cwd(), files: fs.readdirSync("/var/task").sort(), mark: MARK, rand: Math.random() };
 }
 const MARK = "%s";
 `
@@ -69,6 +69,17 @@ func TestFunctionsRuntimeBase(t *testing.T) {
 				t.Fatalf("deploy: %v\n%s", err, main.tail())
 			}
 		}
+		var rands []any // Math.random of fresh invocations: no two alike
+		defer func() {
+			seen := map[any]bool{}
+			for _, r := range rands {
+				if _, ok := r.(float64); !ok || seen[r] {
+					t.Errorf("Math.random in fresh invocations of functions on one base: %v; want four different numbers", rands)
+					return
+				}
+				seen[r] = true
+			}
+		}()
 		for _, tc := range []struct {
 			c            *sdk.Client
 			secret, mark string
@@ -78,6 +89,7 @@ func TestFunctionsRuntimeBase(t *testing.T) {
 			{b, "beta", "b", []any{"index.mjs", "only-b.txt"}},
 		} {
 			m := invoke(t, tc.c, "show-node", `{}`)
+			rands = append(rands, m["rand"], invoke(t, tc.c, "show-node", `{}`)["rand"])
 			files, _ := m["files"].([]any)
 			if m["secret"] != tc.secret || m["mark"] != tc.mark || m["cwd"] != "/var/task" || !slices.Equal(files, tc.files) {
 				t.Fatalf("team %s's function answered %v; want secret=%s, mark=%s, cwd=/var/task, files=%v", tc.mark, m, tc.secret, tc.mark, tc.files)

@@ -23,12 +23,13 @@ import (
 // a team's own template gets no base (its deploys start the runtime).
 //
 // What a runtime seeds once at its start is the same in every VM restored
-// from one snapshot: Python's str hash secret and V8's Math.random and
-// hash seeds are shared by the functions baked from one base, as they
-// already were by every fresh invocation of one function. The kernel's
-// RNG is reseeded at each restore (the guest agent), os.urandom,
-// crypto.randomBytes and Python's secrets are not affected, and the shim
-// reseeds Python's random module when it loads a handler.
+// from one snapshot: Python's str hash secret and V8's hash seeds are
+// shared by the functions baked from one base, as they already were by
+// every fresh invocation of one function. The kernel's RNG is reseeded at
+// each restore (the guest agent), so os.urandom, crypto.randomBytes and
+// Python's secrets differ; the Python shim reseeds the random module
+// before each call, and the Node shim makes Math.random draw from the
+// kernel's RNG.
 
 // baseRetry is how long a base that failed to bake is not tried again
 // (deploys meanwhile start their runtime).

@@ -13,10 +13,22 @@
 //     after writing files ([{path, mode, data (base64)}]) under dir: the
 //     runtime base snapshot is taken while the shim waits so, and every
 //     deploy restores it instead of starting Node (seconds under TCG).
+import { randomFillSync } from "node:crypto";
 import fs from "node:fs";
 import net from "node:net";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
+
+// Every VM restored from one snapshot starts with V8's Math.random state
+// as it was at the bake, so every fresh invocation (and every function on
+// one runtime base) drew the same numbers. Math.random draws from the
+// kernel's RNG instead, which the guest agent reseeds at each restore: 53
+// random bits, as V8's own.
+const bits = new Uint32Array(2);
+Math.random = function random() {
+  randomFillSync(bits);
+  return ((bits[0] >>> 5) * 67108864 + (bits[1] >>> 6)) / 9007199254740992;
+};
 
 class LoadError extends Error {}
 
