@@ -17,8 +17,10 @@ import (
 // A Node handler that shows what its VM holds: its env, its directory and
 // the code beside it.
 const nodeShow = `import fs from "node:fs";
+import { randomBytes } from "node:crypto";
 export async function handler(event) {
-  return { secret: process.env.SECRET ?? null, cwd: process.cwd(), files: fs.readdirSync("/var/task").sort(), mark: MARK, rand: Math.random() };
+  return { secret: process.env.SECRET ?? null, cwd: process.cwd(), files: fs.readdirSync("/var/task").sort(), mark: MARK,
+    rand: Math.random() + " " + randomBytes(8).toString("hex") + " " + crypto.randomUUID() };
 }
 const MARK = "%s";
 `
@@ -69,15 +71,23 @@ func TestFunctionsRuntimeBase(t *testing.T) {
 				t.Fatalf("deploy: %v\n%s", err, main.tail())
 			}
 		}
-		var rands []any // Math.random of fresh invocations: no two alike
+		// Math.random, crypto.randomBytes and crypto.randomUUID in fresh
+		// invocations of functions on one base: no value seen twice.
+		var rands []any
 		defer func() {
-			seen := map[any]bool{}
+			seen := map[string]bool{}
 			for _, r := range rands {
-				if _, ok := r.(float64); !ok || seen[r] {
-					t.Errorf("Math.random in fresh invocations of functions on one base: %v; want four different numbers", rands)
-					return
+				s, _ := r.(string)
+				for _, v := range strings.Fields(s) {
+					if seen[v] {
+						t.Errorf("random values of fresh invocations on one base repeat: %v", rands)
+						return
+					}
+					seen[v] = true
 				}
-				seen[r] = true
+				if len(strings.Fields(s)) != 3 {
+					t.Errorf("random values %q: want three", s)
+				}
 			}
 		}()
 		for _, tc := range []struct {

@@ -13,21 +13,86 @@
 //     after writing files ([{path, mode, data (base64)}]) under dir: the
 //     runtime base snapshot is taken while the shim waits so, and every
 //     deploy restores it instead of starting Node (seconds under TCG).
-import { randomFillSync } from "node:crypto";
+import crypto from "node:crypto";
 import fs from "node:fs";
+import { syncBuiltinESMExports } from "node:module";
 import net from "node:net";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 
-// Every VM restored from one snapshot starts with V8's Math.random state
-// as it was at the bake, so every fresh invocation (and every function on
-// one runtime base) drew the same numbers. Math.random draws from the
-// kernel's RNG instead, which the guest agent reseeds at each restore: 53
-// random bits, as V8's own.
+// Randomness. Every VM restored from one snapshot starts with the state its
+// runtime had at the bake: V8's Math.random, and OpenSSL's generator, which
+// crypto.randomBytes, randomFill(Sync), randomInt, randomUUID and
+// getRandomValues draw from — OpenSSL reseeds only when minutes have passed
+// since it last did, so the fresh invocations of a new function (and the
+// functions on one runtime base) drew the same numbers and bytes. The guest
+// agent reseeds the kernel's RNG at each restore; these read it instead.
+// OpenSSL's own uses (TLS handshakes) stay on OpenSSL's generator, shared
+// by a snapshot's clones until it reseeds.
+const urandom = fs.openSync("/dev/urandom", "r");
+// fill fills buf (an ArrayBuffer or a view of one) from the kernel's RNG:
+// offset and size count its elements, as in crypto.randomFillSync.
+function fill(buf, offset = 0, size) {
+  const unit = buf.BYTES_PER_ELEMENT ?? 1;
+  const start = offset * unit;
+  const bytes = size === undefined ? buf.byteLength - start : size * unit;
+  if (start < 0 || bytes < 0 || start + bytes > buf.byteLength) throw new RangeError("offset and size must lie within the buffer");
+  const b = Buffer.from(buf.buffer ?? buf, (buf.byteOffset ?? 0) + start, bytes);
+  for (let n = 0; n < bytes; ) n += fs.readSync(urandom, b, n, bytes - n, null);
+  return buf;
+}
+function later(cb, make) {
+  let v;
+  try {
+    v = make();
+  } catch (e) {
+    process.nextTick(cb, e);
+    return;
+  }
+  process.nextTick(cb, null, v);
+}
+crypto.randomFillSync = (buf, offset = 0, size) => fill(buf, offset, size);
+crypto.randomFill = (buf, offset, size, cb) => {
+  if (typeof offset === "function") [cb, offset, size] = [offset, 0, undefined];
+  else if (typeof size === "function") [cb, size] = [size, undefined];
+  later(cb, () => fill(buf, offset ?? 0, size));
+};
+crypto.randomBytes = (size, cb) => {
+  const make = () => fill(Buffer.alloc(size));
+  if (typeof cb === "function") return void later(cb, make);
+  return make();
+};
+crypto.randomUUID = () => {
+  const b = fill(Buffer.alloc(16));
+  b[6] = (b[6] & 0x0f) | 0x40;
+  b[8] = (b[8] & 0x3f) | 0x80;
+  const h = b.toString("hex");
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+};
+crypto.randomInt = (min, max, cb) => {
+  if (typeof max !== "number") [cb, max, min] = [max, min, 0];
+  if (!Number.isSafeInteger(min) || !Number.isSafeInteger(max) || max <= min || max - min > 2 ** 48) {
+    throw new RangeError(`randomInt: need safe integers min < max with max - min <= 2**48, got ${min}, ${max}`);
+  }
+  const make = () => {
+    const range = max - min, limit = 2 ** 48 - (2 ** 48 % range), b = Buffer.alloc(6);
+    let x;
+    do x = fill(b).readUIntBE(0, 6);
+    while (x >= limit);
+    return min + (x % range);
+  };
+  if (typeof cb === "function") return void later(cb, make);
+  return make();
+};
+if (globalThis.crypto) { // Web Crypto (node:crypto's getRandomValues is a fixed getter onto it)
+  Object.defineProperty(globalThis.crypto, "getRandomValues", { value: (ta) => fill(ta), configurable: true, writable: true });
+  Object.defineProperty(globalThis.crypto, "randomUUID", { value: crypto.randomUUID, configurable: true, writable: true });
+}
+syncBuiltinESMExports(); // `import { randomBytes } from "node:crypto"` sees these too
 const bits = new Uint32Array(2);
 Math.random = function random() {
-  randomFillSync(bits);
-  return ((bits[0] >>> 5) * 67108864 + (bits[1] >>> 6)) / 9007199254740992;
+  fill(bits);
+  return ((bits[0] >>> 5) * 67108864 + (bits[1] >>> 6)) / 9007199254740992; // 53 bits, as V8's
 };
 
 class LoadError extends Error {}
