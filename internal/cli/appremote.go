@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/url"
-	"os"
 	"strings"
 )
 
@@ -29,13 +28,7 @@ func runAppRemote(ctx context.Context, s *streams, args []string) int {
 	}
 	u.Path = strings.TrimSuffix(u.Path, "/") + a.GitRemote
 	if !*noKey {
-		key := p.client.apiKey
-		for _, env := range []string{"PANDASTACK_API_KEY", "PANDASTACK_TOKEN"} {
-			if key == "" {
-				key = os.Getenv(env)
-			}
-		}
-		u.User = url.UserPassword("pandastack", key)
+		u.User = url.UserPassword("pandastack", p.client.key())
 	}
 	fmt.Fprintln(s.out, u.String())
 	return 0

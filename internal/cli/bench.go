@@ -146,14 +146,7 @@ func runBench(ctx context.Context, s *streams, args []string) (code int) {
 		}
 		return 0
 	}
-	key := p.client.apiKey
-	if key == "" {
-		key = os.Getenv("PANDASTACK_API_KEY")
-	}
-	if key == "" {
-		key = os.Getenv("PANDASTACK_TOKEN")
-	}
-	res, err := bench(ctx, c, key, *tpl, *n, *cold, *createOnly, s)
+	res, err := bench(ctx, c, p.client.key(), *tpl, *n, *cold, *createOnly, s)
 	if err != nil {
 		fmt.Fprintf(s.err, "error: %v\n", err)
 		return 1

@@ -366,14 +366,3 @@ func sandboxFloors(ctx context.Context, c *sdk.Client, key string, n int) (wake,
 	}
 	return pct(xs, 50), proxy, nil
 }
-
-// key is the API key the client sends: --api-key, else
-// $PANDASTACK_API_KEY, else $PANDASTACK_TOKEN.
-func (cf clientFlags) key() string {
-	for _, k := range []string{cf.apiKey, os.Getenv("PANDASTACK_API_KEY"), os.Getenv("PANDASTACK_TOKEN")} {
-		if k != "" {
-			return k
-		}
-	}
-	return ""
-}

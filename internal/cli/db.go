@@ -37,11 +37,7 @@ func runDBCreate(ctx context.Context, s *streams, args []string) int {
 	if err != nil {
 		return fail(s, err)
 	}
-	if *asJSON {
-		printJSON(s.out, d)
-	} else {
-		fmt.Fprintln(s.out, d.ConnectionURI)
-	}
+	printDatabase(s, d, *asJSON)
 	return 0
 }
 
@@ -108,4 +104,14 @@ func runDBRemove(ctx context.Context, s *streams, args []string) int {
 		return fail(s, err)
 	}
 	return 0
+}
+
+// printDatabase prints a database just made (created, forked, restored):
+// whole as JSON, or its connection URI.
+func printDatabase(s *streams, d *sdk.Database, asJSON bool) {
+	if asJSON {
+		printJSON(s.out, d)
+		return
+	}
+	fmt.Fprintln(s.out, d.ConnectionURI)
 }

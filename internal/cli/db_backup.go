@@ -68,10 +68,6 @@ func runDBRestore(ctx context.Context, s *streams, args []string) int {
 	if err != nil {
 		return fail(s, err)
 	}
-	if *asJSON {
-		printJSON(s.out, d)
-	} else {
-		fmt.Fprintln(s.out, d.ConnectionURI)
-	}
+	printDatabase(s, d, *asJSON)
 	return 0
 }

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"fmt"
 )
 
 func runDBFork(ctx context.Context, s *streams, args []string) int {
@@ -18,10 +17,6 @@ func runDBFork(ctx context.Context, s *streams, args []string) int {
 	if err != nil {
 		return fail(s, err)
 	}
-	if *asJSON {
-		printJSON(s.out, d)
-	} else {
-		fmt.Fprintln(s.out, d.ConnectionURI)
-	}
+	printDatabase(s, d, *asJSON)
 	return 0
 }

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	sdk "github.com/pandastack/pandastack/sdk/go"
@@ -165,4 +166,15 @@ func (kv kvFlag) Set(s string) error {
 	}
 	kv[k] = v
 	return nil
+}
+
+// key is the API key the client sends: --api-key, else
+// $PANDASTACK_API_KEY, else $PANDASTACK_TOKEN.
+func (cf clientFlags) key() string {
+	for _, k := range []string{cf.apiKey, os.Getenv("PANDASTACK_API_KEY"), os.Getenv("PANDASTACK_TOKEN")} {
+		if k != "" {
+			return k
+		}
+	}
+	return ""
 }

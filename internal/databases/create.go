@@ -38,16 +38,8 @@ func (s *Service) Create(ctx context.Context, teamID string, p CreateParams) (In
 	if addr, _ := s.router(); addr == "" {
 		return Info{}, pandastack.Errorf(pandastack.EUnavailable, "databases are off on this server: start it with --db-listen")
 	}
-	password := newPassword()
-	d := pandastack.Database{ID: pandastack.NewID("db-"), TeamID: teamID, Name: name, State: pandastack.DatabaseCreating,
-		User: name + "_owner", DBName: name, CreatedAt: time.Now().UTC()}
-	sealed, err := s.cfg.Secrets.Seal(password, passwordAAD(d.ID))
+	d, password, err := s.newRecord(ctx, teamID, name, name+"_owner", name)
 	if err != nil {
-		return Info{}, fmt.Errorf("seal database password: %w", err)
-	}
-	d.PasswordSealed = sealed
-	// The record first: a taken name fails before any machine starts.
-	if err := s.cfg.Store.CreateDatabase(ctx, d); err != nil {
 		return Info{}, err
 	}
 	log := s.log.With("database", d.ID, "team", teamID)
@@ -105,16 +97,9 @@ func (s *Service) Create(ctx context.Context, teamID string, p CreateParams) (In
 		return Info{}, fmt.Errorf("create database %s: %w", name, err)
 	}
 	tSetup := time.Since(t1)
-	if err := s.register(d); err != nil {
-		return Info{}, err
-	}
 	t2 := time.Now()
-	if err := s.probe(ctx, d, password, s.reloadPooler); err != nil {
-		return Info{}, fmt.Errorf("create database %s: first query through the router: %w", name, err)
-	}
-	d.State = pandastack.DatabaseReady
-	if err := s.cfg.Store.UpdateDatabase(ctx, d.ID, d.State, d.MachineID); err != nil {
-		return Info{}, err
+	if err := s.goLive(ctx, &d, password, s.reloadPooler); err != nil {
+		return Info{}, fmt.Errorf("create database %s: %w", name, err)
 	}
 	ok = true
 	log.Info("database created", "machine", d.MachineID, "from", from, "volume_ms", tVolume.Milliseconds(), "machine_ms", tMachine.Milliseconds(),

@@ -1,13 +1,36 @@
 package databases
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/pbkdf2"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
+	"time"
+
+	"github.com/pandastack/pandastack"
 )
+
+// newRecord records a new database of teamID named name, creating, with
+// role user, database dbname and a new password: sealed in the record,
+// returned in the clear for the caller's one answer that shows it. The
+// record comes first so that a taken name fails before any machine starts.
+func (s *Service) newRecord(ctx context.Context, teamID, name, user, dbname string) (pandastack.Database, string, error) {
+	password := newPassword()
+	d := pandastack.Database{ID: pandastack.NewID("db-"), TeamID: teamID, Name: name, State: pandastack.DatabaseCreating,
+		User: user, DBName: dbname, CreatedAt: time.Now().UTC()}
+	sealed, err := s.cfg.Secrets.Seal(password, passwordAAD(d.ID))
+	if err != nil {
+		return d, "", fmt.Errorf("seal database password: %w", err)
+	}
+	d.PasswordSealed = sealed
+	if err := s.cfg.Store.CreateDatabase(ctx, d); err != nil {
+		return d, "", err
+	}
+	return d, password, nil
+}
 
 // newPassword is 32 random bytes, URL-safe base64: nothing in it needs
 // escaping in a connection URI.

@@ -43,13 +43,8 @@ func (s *Service) Fork(ctx context.Context, teamID, ref, name string) (Info, err
 	if err != nil {
 		return Info{}, err
 	}
-	password := newPassword()
-	d := pandastack.Database{ID: pandastack.NewID("db-"), TeamID: teamID, Name: name, State: pandastack.DatabaseCreating,
-		User: parent.User, DBName: parent.DBName, CreatedAt: time.Now().UTC()}
-	if d.PasswordSealed, err = s.cfg.Secrets.Seal(password, passwordAAD(d.ID)); err != nil {
-		return Info{}, fmt.Errorf("seal database password: %w", err)
-	}
-	if err := s.cfg.Store.CreateDatabase(ctx, d); err != nil {
+	d, password, err := s.newRecord(ctx, teamID, name, parent.User, parent.DBName)
+	if err != nil {
 		return Info{}, err
 	}
 	ok := false
@@ -83,15 +78,8 @@ func (s *Service) Fork(ctx context.Context, teamID, ref, name string) (Info, err
 	if err := s.rekey(ctx, d, password); err != nil {
 		return Info{}, fmt.Errorf("fork database %s: %w", ref, err)
 	}
-	if err := s.register(d); err != nil {
-		return Info{}, err
-	}
-	if err := s.probe(ctx, d, password, nil); err != nil {
-		return Info{}, fmt.Errorf("fork database %s: first query through the router: %w", ref, err)
-	}
-	d.State = pandastack.DatabaseReady
-	if err := s.cfg.Store.UpdateDatabase(ctx, d.ID, d.State, d.MachineID); err != nil {
-		return Info{}, err
+	if err := s.goLive(ctx, &d, password, nil); err != nil {
+		return Info{}, fmt.Errorf("fork database %s: %w", ref, err)
 	}
 	ok = true
 	s.log.Info("database forked", "database", d.ID, "parent", parent.ID, "team", teamID, "machine", d.MachineID,

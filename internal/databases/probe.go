@@ -97,3 +97,17 @@ func (s *Service) probeHost(ctx context.Context, host string, d pandastack.Datab
 	}
 	return nil
 }
+
+// goLive is how every new database (created, forked, restored) ends:
+// routed, answering a first query through the router with its own
+// password (see probe; first as there), then marked ready in the store.
+func (s *Service) goLive(ctx context.Context, d *pandastack.Database, password string, first func(context.Context, pandastack.Database) error) error {
+	if err := s.register(*d); err != nil {
+		return err
+	}
+	if err := s.probe(ctx, *d, password, first); err != nil {
+		return fmt.Errorf("first query through the router: %w", err)
+	}
+	d.State = pandastack.DatabaseReady
+	return s.cfg.Store.UpdateDatabase(ctx, d.ID, d.State, d.MachineID)
+}

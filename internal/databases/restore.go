@@ -55,13 +55,8 @@ func (s *Service) Restore(ctx context.Context, teamID, ref string, p RestorePara
 	if err != nil {
 		return Info{}, err
 	}
-	password := newPassword()
-	d := pandastack.Database{ID: pandastack.NewID("db-"), TeamID: teamID, Name: p.Name, State: pandastack.DatabaseCreating,
-		User: src.User, DBName: src.DBName, CreatedAt: time.Now().UTC()}
-	if d.PasswordSealed, err = s.cfg.Secrets.Seal(password, passwordAAD(d.ID)); err != nil {
-		return Info{}, fmt.Errorf("seal database password: %w", err)
-	}
-	if err := s.cfg.Store.CreateDatabase(ctx, d); err != nil {
+	d, password, err := s.newRecord(ctx, teamID, p.Name, src.User, src.DBName)
+	if err != nil {
 		return Info{}, err
 	}
 	ok := false
@@ -95,15 +90,8 @@ func (s *Service) Restore(ctx context.Context, teamID, ref string, p RestorePara
 	if err := s.rekey(ctx, d, password); err != nil {
 		return Info{}, fmt.Errorf("restore database %s: %w", ref, err)
 	}
-	if err := s.register(d); err != nil {
-		return Info{}, err
-	}
-	if err := s.probe(ctx, d, password, nil); err != nil {
-		return Info{}, fmt.Errorf("restore database %s: first query through the router: %w", ref, err)
-	}
-	d.State = pandastack.DatabaseReady
-	if err := s.cfg.Store.UpdateDatabase(ctx, d.ID, d.State, d.MachineID); err != nil {
-		return Info{}, err
+	if err := s.goLive(ctx, &d, password, nil); err != nil {
+		return Info{}, fmt.Errorf("restore database %s: %w", ref, err)
 	}
 	ok = true
 	s.log.Info("database restored", "database", d.ID, "source", src.ID, "team", teamID, "backup", base.ID,

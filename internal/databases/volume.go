@@ -114,31 +114,14 @@ func (s *Service) startOnVolume(ctx context.Context, d pandastack.Database) erro
 }
 
 // run runs args as root in machine id and returns its output; a failure
-// carries the output's start.
+// carries the output's end.
 func (s *Service) run(ctx context.Context, machineID string, args ...string) (string, error) {
 	return s.runIn(ctx, machineID, nil, args...)
 }
 
 // runIn is run with stdin as the command's standard input.
 func (s *Service) runIn(ctx context.Context, machineID string, stdin io.Reader, args ...string) (string, error) {
-	g, err := s.cfg.Engine.Guest(ctx, machineID)
-	if err != nil {
-		return "", err
-	}
-	var out strings.Builder
-	res, err := g.Exec(ctx, pandastack.ExecRequest{Args: args, User: "root", Cwd: "/", TimeoutSeconds: 120}, stdin, func(ev pandastack.ExecEvent) error {
-		if (ev.Type == "stdout" || ev.Type == "stderr") && out.Len() < 4096 {
-			out.Write(ev.Data)
-		}
-		return nil
-	})
-	if err != nil {
-		return "", err
-	}
-	if res.ExitCode != 0 || res.TimedOut {
-		return "", fmt.Errorf("exit %d: %s", res.ExitCode, strings.TrimSpace(out.String()))
-	}
-	return out.String(), nil
+	return s.execIn(ctx, machineID, 120*time.Second, stdin, args...)
 }
 
 // dropVolume deletes d's volume, if it has one (its machine is gone).

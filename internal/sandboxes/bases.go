@@ -71,41 +71,23 @@ type BaseRestore struct {
 // record or file.
 func (e *Engine) RestoreBase(ctx context.Context, p BaseRestore) (pandastack.Sandbox, []pandastack.Volume, error) {
 	id := pandastack.NewID("sbx_")
-	var vols []pandastack.Volume
-	var atts []hostapi.VolumeAttachment
 	ok := false
+	srcs := make([]hostapi.VolumeAttachment, len(p.Volumes))
+	for i, bv := range p.Volumes {
+		srcs[i] = hostapi.VolumeAttachment{Name: bv.Name, SizeMiB: bv.SizeMiB, MountPath: bv.MountPath, Slot: bv.Slot}
+	}
+	copies, err := e.recordVolumeCopies(ctx, id, p.TeamID, p.ManagedBy, srcs)
 	defer func() {
-		if ok {
-			return
-		}
-		cctx := context.WithoutCancel(ctx)
-		e.detach(cctx, id)
-		for _, v := range vols {
-			if err := e.cfg.Store.DeleteVolume(cctx, v.ID); err != nil {
-				e.log.Error("delete volume record of a failed restore", "volume", v.ID, "err", err)
-			}
-			if err := e.cfg.Host.DeleteVolume(cctx, v.ID); err != nil {
-				e.log.Error("delete volume file of a failed restore", "volume", v.ID, "err", err)
-			}
+		if !ok {
+			copies.undo(ctx, "restore")
 		}
 	}()
-	for _, bv := range p.Volumes {
-		v := pandastack.Volume{ID: pandastack.NewID("vol_"), TeamID: p.TeamID, Name: bv.Name, SizeMiB: bv.SizeMiB,
-			Host: e.cfg.Host.Name(), CreatedAt: time.Now().UTC(), ManagedBy: p.ManagedBy}
-		if err := e.cfg.Store.CreateVolume(ctx, v); err != nil {
-			return pandastack.Sandbox{}, nil, err
-		}
-		vols = append(vols, v)
-		if err := e.cfg.Store.AttachVolume(ctx, v.ID, id, bv.MountPath, bv.Slot); err != nil {
-			return pandastack.Sandbox{}, nil, err
-		}
-		v.SandboxID, v.MountPath, v.Slot = id, bv.MountPath, bv.Slot
-		vols[len(vols)-1] = v
-		atts = append(atts, hostapi.VolumeAttachment{ID: v.ID, Name: v.Name, SizeMiB: v.SizeMiB, MountPath: bv.MountPath, Slot: bv.Slot})
+	if err != nil {
+		return pandastack.Sandbox{}, nil, err
 	}
 	m, err := e.cfg.Host.Create(ctx, hostapi.MachineSpec{ID: id, Lifetime: pandastack.LifetimeService,
 		Snapshot: &hostapi.SnapshotRef{ID: p.Base, Template: p.Template, TemplateID: p.TemplateID},
-		Volumes:  atts, AutoHibernateSeconds: int(p.AutoHibernate / time.Second)})
+		Volumes:  copies.atts, AutoHibernateSeconds: int(p.AutoHibernate / time.Second)})
 	if err != nil {
 		return pandastack.Sandbox{}, nil, err
 	}
@@ -118,5 +100,5 @@ func (e *Engine) RestoreBase(ctx context.Context, p BaseRestore) (pandastack.San
 		return pandastack.Sandbox{}, nil, fmt.Errorf("record machine restored from base %s: %w", p.Base, err)
 	}
 	ok = true
-	return rec, vols, nil
+	return rec, copies.vols, nil
 }

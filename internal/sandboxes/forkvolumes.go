@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"sort"
-	"time"
 
 	"github.com/pandastack/pandastack"
 	"github.com/pandastack/pandastack/internal/hostapi"
@@ -33,40 +32,22 @@ func (e *Engine) ForkKeepingVolumes(ctx context.Context, id string, names []stri
 		return pandastack.Sandbox{}, nil, pandastack.Errorf(pandastack.EInvalid, "sandbox %s has %d volumes; %d names given", id, len(have), len(names))
 	}
 	childID := pandastack.NewID("sbx_")
-	var vols []pandastack.Volume
-	var atts []hostapi.VolumeAttachment
 	ok := false
+	srcs := make([]hostapi.VolumeAttachment, len(have))
+	for i, pv := range have {
+		srcs[i] = hostapi.VolumeAttachment{Name: names[i], SizeMiB: pv.SizeMiB, MountPath: pv.MountPath, Slot: pv.Slot}
+	}
+	copies, err := e.recordVolumeCopies(ctx, childID, parent.TeamID, managedBy, srcs)
 	defer func() {
-		if ok {
-			return
-		}
-		cctx := context.WithoutCancel(ctx)
-		e.detach(cctx, childID)
-		for _, v := range vols {
-			if err := e.cfg.Store.DeleteVolume(cctx, v.ID); err != nil {
-				e.log.Error("delete volume record of a failed fork", "volume", v.ID, "err", err)
-			}
-			if err := e.cfg.Host.DeleteVolume(cctx, v.ID); err != nil {
-				e.log.Error("delete volume file of a failed fork", "volume", v.ID, "err", err)
-			}
+		if !ok {
+			copies.undo(ctx, "fork")
 		}
 	}()
-	for i, pv := range have {
-		v := pandastack.Volume{ID: pandastack.NewID("vol_"), TeamID: parent.TeamID, Name: names[i], SizeMiB: pv.SizeMiB,
-			Host: e.cfg.Host.Name(), CreatedAt: time.Now().UTC(), ManagedBy: managedBy}
-		if err := e.cfg.Store.CreateVolume(ctx, v); err != nil {
-			return pandastack.Sandbox{}, nil, err
-		}
-		vols = append(vols, v)
-		if err := e.cfg.Store.AttachVolume(ctx, v.ID, childID, pv.MountPath, pv.Slot); err != nil {
-			return pandastack.Sandbox{}, nil, err
-		}
-		v.SandboxID, v.MountPath, v.Slot = childID, pv.MountPath, pv.Slot
-		vols[i] = v
-		atts = append(atts, hostapi.VolumeAttachment{ID: v.ID, Name: v.Name, SizeMiB: v.SizeMiB, MountPath: pv.MountPath, Slot: pv.Slot})
+	if err != nil {
+		return pandastack.Sandbox{}, nil, err
 	}
 	ms, err := e.cfg.Host.Fork(ctx, hostapi.ForkRequest{ParentID: id, ChildIDs: []string{childID},
-		Volumes: map[string][]hostapi.VolumeAttachment{childID: atts}})
+		Volumes: map[string][]hostapi.VolumeAttachment{childID: copies.atts}})
 	if err != nil || len(ms) != 1 {
 		if err == nil {
 			err = fmt.Errorf("fork %s: the host made %d children", id, len(ms))
@@ -86,5 +67,5 @@ func (e *Engine) ForkKeepingVolumes(ctx context.Context, id string, names []stri
 		return pandastack.Sandbox{}, nil, fmt.Errorf("record fork: %w", err)
 	}
 	ok = true
-	return rec, vols, nil
+	return rec, copies.vols, nil
 }

@@ -447,44 +447,9 @@ func TestVolumeSlotShowsTheVolume(t *testing.T) {
 // placeholder: the guest sees the copy's size and bytes, and the source is
 // untouched by its writes.
 func TestVolumeCopyInPooledProcess(t *testing.T) {
-	s := template(t)
-	dir := vmDir(t)
-	d := newDriver(t, dir)
-	defer d.Close()
-	d.Prewarm(s, 1)
-	waitPool(t, d, s.Key, 1)
-	pooled := map[int]bool{}
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		if b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline")); err == nil && strings.Contains(string(b), dir+"/") {
-			pid, _ := strconv.Atoi(e.Name())
-			pooled[pid] = true
-		}
-	}
 	src := filepath.Join(vmDir(t), "vol0.raw")
-	if err := os.WriteFile(src, []byte("volume bytes"), 0o400); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(src, 32<<20); err != nil {
-		t.Fatal(err)
-	}
-	s.Volumes[0] = vmm.VolumeFile{Path: src, Copy: true}
-	v, err := d.Restore(context.Background(), s, vmm.RestoreOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { v.Kill(context.Background()) })
-	if !pooled[v.PID()] {
-		t.Fatalf("the restore did not take the pooled process (pid %d, pooled %v)", v.PID(), pooled)
-	}
-	cl := agent(t, v)
-	if got := guestShUntil(t, cl, blockDevices, "vol0 65536\n"); !strings.Contains(got, "vol0 65536\n") {
-		t.Fatalf("guest block devices:\n%s\nwant vol0 at 32 MiB", got)
-	}
-	script := `d=$(grep -l vol0 /sys/block/vd*/serial); d=${d%/serial}; head -c 12 /dev/${d##*/}; echo; printf changed | dd of=/dev/${d##*/} conv=notrunc,fsync 2>/dev/null; head -c 7 /dev/${d##*/}`
-	if got := guestShUntil(t, cl, script, "changed"); got != "volume bytes\nchanged" {
-		t.Fatalf("the copy in the guest reads %q", got)
-	}
+	writeVolume(t, src, 0o400)
+	restoreVolumeInPool(t, func(string) vmm.VolumeFile { return vmm.VolumeFile{Path: src, Copy: true} })
 	if b, _ := os.ReadFile(src); !strings.HasPrefix(string(b), "volume bytes") {
 		t.Fatalf("the guest's write reached the source of its copy: %q", b[:12])
 	}
