@@ -30,11 +30,13 @@ type backend struct {
 // Dial connects to the port in the database's machine (waking it when it
 // sleeps), restarting the database first when its machine is gone.
 func (b backend) Dial(ctx context.Context) (net.Conn, error) {
+	t0 := time.Now()
 	d, err := b.s.cfg.Store.GetDatabase(ctx, b.id)
 	if err != nil {
 		return nil, err
 	}
 	c, err := router.GuestPort{Guests: b.s.cfg.Engine, SandboxID: d.MachineID, Port: b.port}.Dial(ctx)
+	b.s.log.Debug("database dialled", "database", b.id, "port", b.port, "us", time.Since(t0).Microseconds(), "err", err)
 	if err == nil || !b.s.gone(ctx, d.MachineID, err) {
 		return c, err
 	}

@@ -145,17 +145,21 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		return
 	}
-	out, err := h.serve(r, w.Header())
+	tm := newTiming()
+	out, err := h.serve(r.WithContext(withTiming(r.Context(), tm)), w.Header())
+	status := http.StatusOK
 	if err != nil {
 		var he *httpError
 		if !errors.As(err, &he) {
 			h.log.Error("sql over http", "err", err)
 			he = fail(http.StatusInternalServerError, "internal error")
 		}
-		writeJSON(w, he.status, he.body)
-		return
+		status, out = he.status, he.body
 	}
-	writeJSON(w, http.StatusOK, out)
+	tm.lap()
+	writeJSON(w, status, out)
+	tm.write = tm.lap()
+	tm.log(h.log, status)
 }
 
 func (h *Handler) serve(r *http.Request, hdr http.Header) (any, error) {
@@ -191,11 +195,15 @@ func (h *Handler) serve(r *http.Request, hdr http.Header) (any, error) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
 	defer cancel()
+	tm := timingOf(ctx)
+	tm.parse = tm.lap()
 	conn, err := h.connect(ctx, cs)
+	tm.session = tm.lap() - tm.dial
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	defer func() { tm.query = tm.lap() }()
 	budget := int64(MaxResponseBytes)
 	if !batch {
 		return run(ctx, conn, req.query, arrayMode, &budget)
@@ -270,7 +278,15 @@ func (h *Handler) connect(ctx context.Context, cs string) (*pgconn.PgConn, error
 	cfg.Fallbacks = nil
 	cfg.RuntimeParams = map[string]string{"application_name": "sql-over-http"}
 	cfg.LookupFunc = func(context.Context, string) ([]string, error) { return []string{"db"}, nil }
-	cfg.DialFunc = func(ctx context.Context, _, _ string) (net.Conn, error) { return rt.Backend.Dial(ctx) }
+	cfg.DialFunc = func(ctx context.Context, _, _ string) (net.Conn, error) {
+		t0 := time.Now()
+		defer func() {
+			if tm := timingOf(ctx); tm != nil {
+				tm.dial += time.Since(t0)
+			}
+		}()
+		return rt.Backend.Dial(ctx)
+	}
 	conn, err := pgconn.ConnectConfig(ctx, cfg)
 	if err != nil {
 		var pe *pgconn.PgError
