@@ -108,6 +108,7 @@ func (s *Service) revive(ctx context.Context, d pandastack.Database) (pandastack
 		return d, fmt.Errorf("restart database %s: %w", d.ID, err)
 	}
 	d.MachineID = sb.ID
+	s.endSessions(d.ID) // the old machine's are dead
 	if err := s.attach(ctx, d, password); err != nil {
 		s.kill(ctx, d)
 		return d, fmt.Errorf("restart database %s: %w", d.ID, err)

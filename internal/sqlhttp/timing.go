@@ -7,15 +7,15 @@ import (
 )
 
 // timing records where one request's time went, logged at debug level
-// ("sql over http timing"): reading and parsing the request, reaching the
-// database (dial: the route's backend, waking the machine if it sleeps;
-// session: PostgreSQL's startup and authentication, or taking a pooled
-// session), the queries, and writing the answer.
+// ("sql over http timing"): reading and parsing the request, taking a
+// session (session: a pooled one, or a new one — dial: reaching the
+// database through its route's backend, waking its machine if it sleeps —
+// then PostgreSQL's startup and authentication), the queries, and writing
+// the answer. A request on a pooled session has dial 0.
 type timing struct {
 	start                time.Time
 	parse, dial, session time.Duration
 	query, write         time.Duration
-	pooled               bool
 	mark                 time.Time
 }
 
@@ -46,6 +46,6 @@ func timingOf(ctx context.Context) *timing {
 
 func (t *timing) log(log *slog.Logger, status int) {
 	us := func(d time.Duration) int64 { return d.Microseconds() }
-	log.Debug("sql over http timing", "status", status, "pooled", t.pooled, "parse_us", us(t.parse), "dial_us", us(t.dial),
+	log.Debug("sql over http timing", "status", status, "pooled", t.dial == 0, "parse_us", us(t.parse), "dial_us", us(t.dial),
 		"session_us", us(t.session), "query_us", us(t.query), "write_us", us(t.write), "total_us", us(time.Since(t.start)))
 }
