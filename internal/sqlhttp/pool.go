@@ -35,6 +35,9 @@ import (
 // PoolLifetime (a password changed inside the database stops being
 // accepted by then), and the databases service closes a database's pools
 // when it is deleted, hibernated or moved to a new machine (ClosePools).
+// A pooled session is an open connection to the database's machine: scale
+// to zero counts its idle time from when the last one closed, up to
+// PoolIdle plus a health-check period after the last request.
 const (
 	// PoolConns caps the sessions of one pool.
 	PoolConns = 4
