@@ -23,6 +23,8 @@ type databasesBenchResult struct {
 	Machine string `json:"machine"`
 	Date    string `json:"date"`
 	N       int    `json:"n"`
+	// SQL over HTTP, warm and after a wake, and their floors (benchdbhttp.go).
+	dbHTTPFigures
 	// Create until the first query with its credentials answered through
 	// the router (the create call answers after its own such query).
 	CreateP50 float64 `json:"db_create_first_query_p50_ms"`
@@ -44,13 +46,11 @@ type databasesBenchResult struct {
 	CreateFloorRatio float64 `json:"db_create_floor_ratio"`
 	WakeFloorRatio   float64 `json:"db_wake_floor_ratio"`
 	ForkFloorRatio   float64 `json:"db_fork_floor_ratio"`
-	// SQL over HTTP (POST /sql), one SELECT after a first one.
-	HTTPWarmP50 float64 `json:"db_http_warm_query_p50_ms"`
 }
 
 // benchDatabases creates n databases one after another (each removed
 // after its first query), then on one of them measures n wakes, n forks
-// and 50 warm SQL-over-HTTP queries, then n plain creates (the floor). routerHost is where the database
+// and 50 warm SQL-over-HTTP queries and n HTTP wakes (benchDBHTTP), then n plain creates (the floor). routerHost is where the database
 // router is dialled (the server's host).
 func benchDatabases(ctx context.Context, c *sdk.Client, n int, routerHost string, progress func(string, ...any)) (*databasesBenchResult, error) {
 	h, err := c.Health(ctx)
@@ -123,18 +123,9 @@ func benchDatabases(ctx context.Context, c *sdk.Client, n int, routerHost string
 	if f := res.CreateFloorP50; f > 0 {
 		res.CreateFloorRatio, res.WakeFloorRatio, res.ForkFloorRatio = res.CreateP50/f, res.WakeP50/f, res.ForkP50/f
 	}
-	progress("50 warm SQL-over-HTTP queries")
-	var https []float64
-	for i := range 51 {
-		t0 := time.Now()
-		if err := sqlOverHTTP(ctx, keep); err != nil {
-			return nil, err
-		}
-		if i > 0 {
-			https = append(https, ms(time.Since(t0)))
-		}
+	if err := benchDBHTTP(ctx, c, keep, routerHost, n, &res.dbHTTPFigures, progress); err != nil {
+		return nil, err
 	}
-	res.HTTPWarmP50 = pct(https, 50)
 	return res, nil
 }
 

@@ -16,9 +16,10 @@
 // to PgBouncer in its machine (transaction pooling). PGDATA lives on a
 // durable volume of the database's own (volume.go, counted in the team's
 // disk quota); a machine that dies is restarted from it on the next
-// connection or at the server's start (revive.go). What is not here yet: SQL
-// over HTTP pooling (internal/sqlhttp opens a session per request),
-// verifying each base backup in a throwaway machine. WAL archiving, base
+// connection or at the server's start (revive.go); sessions other services
+// keep to a database (SQL over HTTP's pools) are ended when it is deleted,
+// hibernated or restarted (sessions.go). What is not here yet: verifying
+// each base backup in a throwaway machine. WAL archiving, base
 // backups and point-in-time restore are backup.go, archive.go and
 // restore.go. Fork (fork.go) copies a running database, memory and volume
 // copy-on-write, into a new one with its own password.
@@ -122,6 +123,9 @@ type Service struct {
 	reviving map[string]*sync.Mutex
 	// bk is the state of backups and WAL archiving (backup.go).
 	bk backups
+	// sessionsEnd are told when a database's kept sessions must end
+	// (sessions.go).
+	sessionsEnd []func(id string)
 }
 
 // New returns a Service for cfg.

@@ -103,6 +103,7 @@ func (s *Service) Delete(ctx context.Context, teamID, ref string) error {
 		return pandastack.Errorf(pandastack.EConflict, "database %s is still being created", ref)
 	}
 	s.unregister(d)
+	s.endSessions(d.ID)
 	if err := s.cfg.Engine.Kill(ctx, d.MachineID, pandastack.StateKilled); err != nil {
 		if rerr := s.register(d); rerr != nil {
 			s.log.Error("route database again after a failed delete", "database", d.ID, "err", rerr)
@@ -140,6 +141,7 @@ func (s *Service) Hibernate(ctx context.Context, teamID, ref string) (Info, erro
 		}
 		defer release()
 	}
+	s.endSessions(d.ID) // before the save: their backends end, not sleep
 	if _, err := s.cfg.Engine.Hibernate(ctx, d.MachineID); err != nil {
 		return Info{}, fmt.Errorf("hibernate database %s: %w", ref, err)
 	}

@@ -30,11 +30,13 @@ type backend struct {
 // Dial connects to the port in the database's machine (waking it when it
 // sleeps), restarting the database first when its machine is gone.
 func (b backend) Dial(ctx context.Context) (net.Conn, error) {
+	t0 := time.Now()
 	d, err := b.s.cfg.Store.GetDatabase(ctx, b.id)
 	if err != nil {
 		return nil, err
 	}
 	c, err := router.GuestPort{Guests: b.s.cfg.Engine, SandboxID: d.MachineID, Port: b.port}.Dial(ctx)
+	b.s.log.Debug("database dialled", "database", b.id, "port", b.port, "us", time.Since(t0).Microseconds(), "err", err)
 	if err == nil || !b.s.gone(ctx, d.MachineID, err) {
 		return c, err
 	}
@@ -106,6 +108,7 @@ func (s *Service) revive(ctx context.Context, d pandastack.Database) (pandastack
 		return d, fmt.Errorf("restart database %s: %w", d.ID, err)
 	}
 	d.MachineID = sb.ID
+	s.endSessions(d.ID) // the old machine's are dead
 	if err := s.attach(ctx, d, password); err != nil {
 		s.kill(ctx, d)
 		return d, fmt.Errorf("restart database %s: %w", d.ID, err)

@@ -206,6 +206,7 @@ func checkFork(t *testing.T, c *sdk.Client, d *sdk.Database) {
 	if _, err := pgxQuery(t, pooled, "select 1"); err == nil {
 		t.Fatalf("the parent's password opens the fork's pooler")
 	}
+	checkSQLAfterFork(t, d, f)
 	if _, err := c.ForkDatabase(ctx, d.ID, "orders-fork"); !errors.Is(err, sdk.ErrConflict) {
 		t.Fatalf("a fork with a taken name: %v", err)
 	}

@@ -4,10 +4,8 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -254,42 +252,9 @@ func TestDatabases(t *testing.T) {
 		}
 	})
 	t.Run("sql over http, Neon's wire", func(t *testing.T) {
-		type result struct {
-			Command    string `json:"command"`
-			RowCount   *int   `json:"rowCount"`
-			RowAsArray bool   `json:"rowAsArray"`
-			Fields     []struct {
-				Name       string `json:"name"`
-				DataTypeID int    `json:"dataTypeID"`
-			} `json:"fields"`
-			Rows    [][]*string    `json:"rows"`
-			Results []result       `json:"results"`
-			Message string         `json:"message"`
-			Code    string         `json:"code"`
-			Extra   map[string]any `json:"-"`
-		}
-		post := func(uri string, headers map[string]string, body string) (int, result) {
+		post := func(uri string, headers map[string]string, body string) (int, sqlResult) {
 			t.Helper()
-			req, err := http.NewRequest("POST", d.HTTPURL, strings.NewReader(body))
-			if err != nil {
-				t.Fatal(err)
-			}
-			req.Header.Set("Neon-Connection-String", uri)
-			req.Header.Set("Neon-Raw-Text-Output", "true")
-			req.Header.Set("Neon-Array-Mode", "true")
-			for k, v := range headers {
-				req.Header.Set(k, v)
-			}
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			var r result
-			if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
-				t.Fatalf("decode: %v", err)
-			}
-			return resp.StatusCode, r
+			return sqlPost(t, d.HTTPURL, uri, headers, body)
 		}
 		status, r := post(d.ConnectionURI, nil, `{"query": "select $1::int + 1 as n, null::text as z", "params": ["41"]}`)
 		if status != 200 || r.Command != "SELECT" || r.RowCount == nil || *r.RowCount != 1 || !r.RowAsArray ||
@@ -313,10 +278,17 @@ func TestDatabases(t *testing.T) {
 		if status, r = post(d.ConnectionURI, nil, `{"query": "select * from no_such_table"}`); status != 400 || r.Code != "42P01" {
 			t.Fatalf("sql error: %d %+v", status, r)
 		}
+		// Sessions are pooled now: a wrong password is still PostgreSQL's
+		// to refuse, and does not spoil the right one's pool.
 		bad := strings.Replace(d.ConnectionURI, d.Password, "not-the-password", 1)
 		if status, r = post(bad, nil, `{"query": "select 1"}`); status != 400 || r.Code != "28P01" {
-			t.Fatalf("wrong password: %d %+v", status, r)
+			t.Fatalf("wrong password after pooled successes: %d %+v", status, r)
 		}
+		if status, r = post(d.ConnectionURI, nil, `{"query": "select 1"}`); status != 200 {
+			t.Fatalf("the right password after a wrong one: %d %+v", status, r)
+		}
+		checkSQLSessionsReset(t, d)
+		checkSQLSessionCap(t, d)
 		unknown := strings.Replace(d.ConnectionURI, d.ID, "db-00000000000000000000", 1)
 		if status, r = post(unknown, nil, `{"query": "select 1"}`); status != 400 || !strings.Contains(r.Message, "does not exist") {
 			t.Fatalf("unknown database: %d %+v", status, r)
@@ -444,6 +416,14 @@ console.log(JSON.stringify({ n: rows[0].n, ok: rows[0].ok, one: a[0].one, s: b[0
 		if w, err := c.WakeDatabase(ctx, "orders"); err != nil || w.State != "running" {
 			t.Fatalf("wake by name: %+v %v", w, err)
 		}
+		// SQL over HTTP wakes it too (its pooled sessions ended with the
+		// hibernation).
+		if _, err := c.HibernateDatabase(ctx, d.ID); err != nil {
+			t.Fatal(err)
+		}
+		if status, r := sqlPost(t, d.HTTPURL, d.ConnectionURI, nil, `{"query": "select count(*) from items"}`); status != 200 || r.cell(0, 0) != "2" {
+			t.Fatalf("sql over http after hibernate: %d %+v", status, r)
+		}
 	})
 	t.Run("kill -9 of its QEMU during pgbench loses no committed transaction", func(t *testing.T) {
 		d = checkKillDuringPgbench(t, c, d)
@@ -468,6 +448,9 @@ console.log(JSON.stringify({ n: rows[0].n, ok: rows[0].ok, one: a[0].one, s: b[0
 		_, stderr, ok := psqlRun(t, "host="+d.Host+" user=orders_owner dbname=orders sslmode=require", d.Password, "select 1")
 		if ok || !strings.Contains(stderr, "does not exist") {
 			t.Fatalf("after delete: ok=%v %s", ok, stderr)
+		}
+		if status, r := sqlPost(t, d.HTTPURL, d.ConnectionURI, nil, `{"query": "select 1"}`); status != 400 || !strings.Contains(r.Message, "does not exist") {
+			t.Fatalf("sql over http after delete: %d %+v", status, r)
 		}
 	})
 }

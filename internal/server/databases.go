@@ -42,9 +42,15 @@ func (s *Server) openDatabases(ctx context.Context) error {
 	return s.databases.Start(ctx)
 }
 
-// sqlHandler serves SQL over HTTP (POST /sql) for the databases.
+// sqlHandler serves SQL over HTTP (POST /sql) for the databases; the
+// databases service ends its pooled sessions to a database deleted,
+// hibernated or restarted.
 func (s *Server) sqlHandler() http.Handler {
-	return sqlhttp.New(sqlhttp.Config{Table: s.routes, Domain: s.dbDomain(), Logger: s.log.With("service", "sql over http")})
+	h := sqlhttp.New(sqlhttp.Config{Table: s.routes, Domain: s.dbDomain(), Logger: s.log.With("service", "sql over http")})
+	if s.databases != nil {
+		s.databases.OnSessionsEnd(h.ClosePools)
+	}
+	return h
 }
 
 // serveDatabases runs the database router on --db-listen. It returns a

@@ -9,8 +9,8 @@
 // Single queries with parameters, batches in one transaction (with the
 // Neon-Batch-* isolation, read-only and deferrable headers), array or
 // object rows, every value in PostgreSQL's text form; PostgreSQL errors
-// answer 400 with their fields. Each request opens its own session: no
-// pooling yet.
+// answer 400 with their fields. Sessions are pooled per database, role
+// and password, and reset between requests (pool.go).
 package sqlhttp
 
 import (
@@ -20,7 +20,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -28,6 +27,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/pandastack/pandastack/internal/router"
 )
 
@@ -48,10 +48,12 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Handler serves POST /sql (and its CORS preflight).
+// Handler serves POST /sql (and its CORS preflight). Close ends its
+// pooled sessions.
 type Handler struct {
-	cfg Config
-	log *slog.Logger
+	cfg   Config
+	log   *slog.Logger
+	pools *pools
 }
 
 // New returns a Handler for cfg.
@@ -60,8 +62,20 @@ func New(cfg Config) *Handler {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	cfg.Domain = router.NormalizeHost(cfg.Domain)
-	return &Handler{cfg: cfg, log: cfg.Logger}
+	return &Handler{cfg: cfg, log: cfg.Logger, pools: newPools()}
 }
+
+// ClosePools ends the pooled sessions of database id (deleted,
+// hibernated, or moved to another machine); the next request opens new
+// ones.
+func (h *Handler) ClosePools(id string) {
+	if n := h.pools.closeDatabase(id); n > 0 {
+		h.log.Debug("sql over http: pools closed", "database", id, "pools", n)
+	}
+}
+
+// Close ends every pooled session.
+func (h *Handler) Close() { h.pools.closeAll() }
 
 type query struct {
 	Query  string `json:"query"`
@@ -145,17 +159,21 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		return
 	}
-	out, err := h.serve(r, w.Header())
+	tm := newTiming()
+	out, err := h.serve(r.WithContext(withTiming(r.Context(), tm)), w.Header())
+	status := http.StatusOK
 	if err != nil {
 		var he *httpError
 		if !errors.As(err, &he) {
 			h.log.Error("sql over http", "err", err)
 			he = fail(http.StatusInternalServerError, "internal error")
 		}
-		writeJSON(w, he.status, he.body)
-		return
+		status, out = he.status, he.body
 	}
-	writeJSON(w, http.StatusOK, out)
+	tm.lap()
+	writeJSON(w, status, out)
+	tm.write = tm.lap()
+	tm.log(h.log, status)
 }
 
 func (h *Handler) serve(r *http.Request, hdr http.Header) (any, error) {
@@ -191,36 +209,64 @@ func (h *Handler) serve(r *http.Request, hdr http.Header) (any, error) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
 	defer cancel()
-	conn, err := h.connect(ctx, cs)
+	t, err := h.target(cs)
 	if err != nil {
 		return nil, err
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	budget := int64(MaxResponseBytes)
+	timingOf(ctx).parse = timingOf(ctx).lap()
 	if !batch {
-		return run(ctx, conn, req.query, arrayMode, &budget)
+		return h.withSession(ctx, t, func(conn *pgconn.PgConn) (any, error) {
+			budget := int64(MaxResponseBytes)
+			return run(ctx, conn, req.query, arrayMode, &budget)
+		})
 	}
 	for _, k := range []string{"Neon-Batch-Isolation-Level", "Neon-Batch-Read-Only", "Neon-Batch-Deferrable"} {
 		if v := r.Header.Get(k); v != "" {
 			hdr.Set(k, v)
 		}
 	}
-	if err := exec(ctx, conn, begin); err != nil {
-		return nil, err
-	}
-	results := make([]*result, 0, len(req.Queries))
-	for _, q := range req.Queries {
-		res, err := run(ctx, conn, q, arrayMode, &budget)
-		if err != nil {
-			_ = exec(ctx, conn, "ROLLBACK")
+	return h.withSession(ctx, t, func(conn *pgconn.PgConn) (any, error) {
+		budget := int64(MaxResponseBytes)
+		if err := exec(ctx, conn, begin); err != nil {
 			return nil, err
 		}
-		results = append(results, res)
+		results := make([]*result, 0, len(req.Queries))
+		for _, q := range req.Queries {
+			res, err := run(ctx, conn, q, arrayMode, &budget)
+			if err != nil {
+				_ = exec(ctx, conn, "ROLLBACK")
+				return nil, err
+			}
+			results = append(results, res)
+		}
+		if err := exec(ctx, conn, "COMMIT"); err != nil {
+			return nil, err
+		}
+		return map[string]any{"results": results}, nil
+	})
+}
+
+// withSession runs fn on a session of t's pool. A pooled session found
+// dead before fn sent anything (its machine hibernated or was replaced
+// since) is dropped and fn runs once more on a new one.
+func (h *Handler) withSession(ctx context.Context, t target, fn func(*pgconn.PgConn) (any, error)) (any, error) {
+	tm := timingOf(ctx)
+	for try := 1; ; try++ {
+		c, err := h.session(ctx, t)
+		tm.session += tm.lap()
+		if err != nil {
+			return nil, err
+		}
+		out, err := fn(c.Conn().PgConn())
+		tm.query += tm.lap()
+		dead := c.Conn().IsClosed()
+		c.Release()
+		if err != nil && dead && try == 1 && pgconn.SafeToRetry(err) {
+			h.log.Debug("sql over http: pooled session was dead; trying a new one", "database", t.id, "err", err)
+			continue
+		}
+		return out, err
 	}
-	if err := exec(ctx, conn, "COMMIT"); err != nil {
-		return nil, err
-	}
-	return map[string]any{"results": results}, nil
 }
 
 // beginStatement opens a batch's transaction as its headers ask.
@@ -244,43 +290,42 @@ func beginStatement(h http.Header) (string, error) {
 	return stmt, nil
 }
 
-// connect opens a session to the database the connection string names,
-// as its user: the database checks the password.
-func (h *Handler) connect(ctx context.Context, cs string) (*pgconn.PgConn, error) {
+// target is the database, role and password the connection string names.
+func (h *Handler) target(cs string) (target, error) {
 	u, err := url.Parse(cs)
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") || u.User == nil {
-		return nil, fail(http.StatusBadRequest, "Neon-Connection-String is not a postgres:// URI with a user")
+		return target{}, fail(http.StatusBadRequest, "Neon-Connection-String is not a postgres:// URI with a user")
 	}
 	host := router.NormalizeHost(u.Hostname())
 	label, ok := strings.CutSuffix(host, "."+h.cfg.Domain)
 	if !ok || label == "" || strings.Contains(label, ".") {
-		return nil, fail(http.StatusBadRequest, "host %s is not a database of this server (<id>.%s)", host, h.cfg.Domain)
+		return target{}, fail(http.StatusBadRequest, "host %s is not a database of this server (<id>.%s)", host, h.cfg.Domain)
 	}
 	rt, ok := h.cfg.Table.Lookup(host)
 	if !ok || rt.Kind != router.TCP {
-		return nil, fail(http.StatusBadRequest, "database %s does not exist", label)
+		return target{}, fail(http.StatusBadRequest, "database %s does not exist", label)
 	}
 	password, _ := u.User.Password()
-	cfg, err := pgconn.ParseConfig("sslmode=disable")
-	if err != nil {
-		return nil, err
-	}
-	cfg.Host, cfg.Port, cfg.User, cfg.Password = "db", 5432, u.User.Username(), password
-	cfg.Database = strings.TrimPrefix(u.Path, "/")
-	cfg.Fallbacks = nil
-	cfg.RuntimeParams = map[string]string{"application_name": "sql-over-http"}
-	cfg.LookupFunc = func(context.Context, string) ([]string, error) { return []string{"db"}, nil }
-	cfg.DialFunc = func(ctx context.Context, _, _ string) (net.Conn, error) { return rt.Backend.Dial(ctx) }
-	conn, err := pgconn.ConnectConfig(ctx, cfg)
+	return target{id: label, backend: rt.Backend, user: u.User.Username(), password: password,
+		dbname: strings.TrimPrefix(u.Path, "/")}, nil
+}
+
+// session takes a session of t's pool, opening one (the database checks
+// the password) when none is free.
+func (h *Handler) session(ctx context.Context, t target) (*pgxpool.Conn, error) {
+	c, err := h.pools.acquire(ctx, t)
 	if err != nil {
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) {
 			return nil, pgFail(pe)
 		}
-		h.log.Info("sql over http: database unreachable", "database", label, "err", err)
-		return nil, fail(http.StatusServiceUnavailable, "database %s is not reachable now; try again", label)
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("connect to database %s: %w", t.id, err)
+		}
+		h.log.Info("sql over http: database unreachable", "database", t.id, "err", err)
+		return nil, fail(http.StatusServiceUnavailable, "database %s is not reachable now; try again", t.id)
 	}
-	return conn, nil
+	return c, nil
 }
 
 func exec(ctx context.Context, conn *pgconn.PgConn, sql string) error {
