@@ -234,7 +234,7 @@ func call(ctx context.Context, engine pandastack.Engine, id string, event []byte
 		return reply, err
 	}
 	line = append(line, '\n')
-	conn, err := dialShim(ctx, g)
+	conn, sent, err := dialShim(ctx, g, line)
 	if err != nil {
 		return reply, fmt.Errorf("dial the runtime: %w", err)
 	}
@@ -245,8 +245,10 @@ func call(ctx context.Context, engine pandastack.Engine, id string, event []byte
 	}
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
 	defer stop()
-	if _, err := conn.Write(line); err != nil {
-		return reply, deadlineErr(ctx, fmt.Errorf("send the event: %w", err))
+	if !sent {
+		if _, err := conn.Write(line); err != nil {
+			return reply, deadlineErr(ctx, fmt.Errorf("send the event: %w", err))
+		}
 	}
 	data, err := bufio.NewReaderSize(io.LimitReader(conn, MaxEventBytes+2*MaxLogBytes), 64<<10).ReadBytes('\n')
 	if err != nil && !(errors.Is(err, io.EOF) && len(data) > 0) {
