@@ -104,6 +104,7 @@ func (s *Service) execute(ctx context.Context, f Function, inv *Invocation, even
 	t0 := time.Now()
 	warm := v.Isolation == IsolationWarm
 	sbID, expires := "", time.Time{}
+	started := func() {} // gives back the start slot (starts.go)
 	if warm {
 		sbID = s.takeWarm(ctx, f.ID, v.SnapshotID, v.Timeout)
 	}
@@ -122,8 +123,13 @@ func (s *Service) execute(ctx context.Context, f Function, inv *Invocation, even
 		var sb pandastack.Sandbox
 		if err == nil {
 			sb, err = s.cfg.Sandboxes.Create(ctx, inv.TeamID, sandboxes.CreateParams{Snapshot: v.SnapshotID, TTLSeconds: &ttl, Metadata: meta, ManagedBy: "function:" + f.Name})
-			release()
 			ph.mark("create")
+			if err != nil {
+				release()
+			} else {
+				started = holdStart(release)
+				defer started() // also when the call is not reached
+			}
 		}
 		if err != nil {
 			log.Error("start invocation VM", "err", err)
@@ -174,6 +180,7 @@ func (s *Service) execute(ctx context.Context, f Function, inv *Invocation, even
 		"invocation_id": inv.ID, "function_name": f.Name, "function_version": f.LatestVersion, "trigger": inv.Trigger,
 		"execution_id": o.ExecutionID, "scheduled_time": scheduled(o.ScheduledTime), "deadline_ms": deadline.UnixMilli(),
 	})
+	started()
 	switch {
 	case err != nil && !time.Now().Before(deadline) && ctx.Err() == nil:
 		s.finish(ctx, inv, StatusTimedOut, nil, &FunctionError{Type: "Timeout",
