@@ -37,6 +37,7 @@ func (s *Server) benchFloor(w http.ResponseWriter, r *http.Request) error {
 	if err := req.Validate(); err != nil {
 		return err
 	}
+	req.TeamID = caller(r).team.ID // a function floor: the caller's function
 	f, err := b.Floor(r.Context(), req)
 	if err != nil {
 		return wrap(err, "measure floor")

@@ -47,6 +47,15 @@ type functionsBenchResult struct {
 	InvokeFreshP50        float64 `json:"invoke_fresh_p50_ms"`
 	InvokeFreshFloorRatio float64 `json:"invoke_fresh_floor_ratio"`
 	NodeFreshFloorRatio   float64 `json:"fn_node_fresh_floor_ratio"`
+	// The floors on the function's own snapshot, measured on the server's
+	// host in the same run (admin key; 0 when not measured): a bare QEMU
+	// restore of the Python hello's snapshot (no network, no agent
+	// handshake) p50, and 20 of them started at once until the last runs.
+	// The ratios are the fresh p50 and the burst over them.
+	FnRestoreFloorP50     float64 `json:"fn_restore_floor_ms"`
+	FnParallel20Floor     float64 `json:"fn_parallel20_floor_ms"`
+	PythonFreshRestoreRat float64 `json:"fn_python_fresh_restore_floor_ratio"`
+	Parallel20FloorRatio  float64 `json:"fn_parallel20_floor_ratio"`
 	// Warm invocations (isolation warm, after a first call).
 	WarmP50 float64 `json:"fn_warm_p50_ms"`
 	WarmP99 float64 `json:"fn_warm_p99_ms"`
@@ -159,6 +168,13 @@ func benchFunctions(ctx context.Context, c *sdk.Client, n, cronRuns int, progres
 	if res.WarmP50, res.WarmP99, err = series(names["warm"], n); err != nil {
 		return nil, err
 	}
+	progress("bare restores of the python function's snapshot, 5 one by one and 20 at once (the floors)")
+	if f, err := c.BenchFunctionFloor(ctx, names["python"], 5, 20); err != nil {
+		progress("no function floor (it needs an admin key and a server that measures on its host): %v", err)
+	} else {
+		res.FnRestoreFloorP50, res.FnParallel20Floor = f.RestoreP50Ms, f.ParallelMs
+		res.PythonFreshRestoreRat = ratio(res.PythonFreshP50, res.FnRestoreFloorP50)
+	}
 	progress("20 fresh invocations at once")
 	t0 := time.Now()
 	var wg sync.WaitGroup
@@ -174,6 +190,7 @@ func benchFunctions(ctx context.Context, c *sdk.Client, n, cronRuns int, progres
 	}
 	wg.Wait()
 	res.Parallel20Ms = ms(time.Since(t0))
+	res.Parallel20FloorRatio = ratio(res.Parallel20Ms, res.FnParallel20Floor)
 	close(errs)
 	// Failures are counted, not fatal: on a loaded shared machine a burst
 	// can starve a VM past its ready timeout, and the run's other figures

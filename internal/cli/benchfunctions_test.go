@@ -62,6 +62,15 @@ func benchStandIn(t *testing.T, okInvokes int) (*sdk.Client, func() map[string]i
 				runs = append(runs, map[string]any{"fire_at": at, "started_at": at.Add(100 * time.Millisecond), "status": "succeeded"})
 			}
 			json.NewEncoder(w).Encode(map[string]any{"runs": runs})
+		case "POST /v1/admin/bench/floor":
+			var req map[string]any
+			json.NewDecoder(r.Body).Decode(&req)
+			if req["function"] == nil || req["template"] != nil || req["parallel"] != float64(20) {
+				w.WriteHeader(400)
+				w.Write([]byte(`{"code":"invalid","message":"want a function's floor with 20 at once"}`))
+				return
+			}
+			w.Write([]byte(`{"function":"x","accel":"tcg","restore_p50_ms":50,"restore_ms":[50],"parallel":20,"parallel_ms":1000,"parallel_p50_ms":400}`))
 		case "delete function", "DELETE /v1/schedules/cron_1":
 			w.WriteHeader(204)
 		default:
@@ -85,7 +94,8 @@ func benchStandIn(t *testing.T, okInvokes int) (*sdk.Client, func() map[string]i
 // TestBenchFunctionsPlumbing runs `bench --functions`' measuring code
 // against the stand-in: it measures the floor (plain creates), deploys,
 // invokes, schedules and cleans up what it made, reports cron lateness
-// from run times and each fresh p50's ratio to the floor.
+// from run times and each fresh p50's ratio to the floor, and the floors on
+// the function's own snapshot (one restore, 20 at once) with their ratios.
 func TestBenchFunctionsPlumbing(t *testing.T) {
 	c, calls := benchStandIn(t, 0)
 	res, err := benchFunctions(context.Background(), c, 4, 3, func(string, ...any) {})
@@ -96,11 +106,14 @@ func TestBenchFunctionsPlumbing(t *testing.T) {
 		res.CreateFloorP50 <= 0 || res.DeployNodeP99 <= 0 || res.InvokeFreshP50 != res.PythonFreshP50 || res.InvokeFreshFloorRatio != res.PythonFreshP50/res.CreateFloorP50 || res.Parallel20Failed != 0 {
 		t.Fatalf("result: %+v", res)
 	}
+	if res.FnRestoreFloorP50 != 50 || res.FnParallel20Floor != 1000 || res.PythonFreshRestoreRat != res.PythonFreshP50/50 || res.Parallel20FloorRatio != res.Parallel20Ms/1000 {
+		t.Fatalf("function floors: %+v", res)
+	}
 	// 4 plain creates (the floor), each killed; 3 deploys and 2×5 more; 4 python + 4
 	// node + 1 + 4 warm + 20 parallel invocations; all removed.
 	n := calls()
 	if n["POST /v1/functions"] != 3+2*benchRedeploys || n["invoke"] != 33 || n["delete function"] != 3 || n["DELETE /v1/schedules/cron_1"] != 1 ||
-		n["POST /v1/sandboxes"] != 4 || n["DELETE /v1/sandboxes/sbx_1"] != 4 {
+		n["POST /v1/sandboxes"] != 4 || n["DELETE /v1/sandboxes/sbx_1"] != 4 || n["POST /v1/admin/bench/floor"] != 1 {
 		t.Fatalf("calls: %v", n)
 	}
 }

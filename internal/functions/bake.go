@@ -114,7 +114,7 @@ func ask(ctx context.Context, g pandastack.Guest, req any) (shimReply, error) {
 		return reply, err
 	}
 	dctx, cancel := context.WithTimeout(ctx, shimDialTimeout)
-	conn, err := dialShim(dctx, g)
+	conn, _, err := dialShim(dctx, g, nil) // the request is written after: a load line can be large
 	cancel()
 	if err != nil {
 		return reply, err

@@ -9,19 +9,40 @@ import (
 	"github.com/pandastack/pandastack"
 )
 
-// dialShim connects to the shim in g, trying again while the guest
-// answers that nothing accepts connections: the shim listened before the
-// snapshot, so a refusal is the guest agent's own connect (5 s) timing out
-// in a VM starved of CPU, not a missing shim.
-func dialShim(ctx context.Context, g pandastack.Guest) (net.Conn, error) {
+// portSender is a guest that can send a request with its dial, in one
+// write (guestconn.Client.DialPortSend, through the host agent's guest):
+// the shim reads the event without the host first waiting for the
+// agent's "connected". A guest without it is dialled, then written to.
+type portSender interface {
+	DialPortSend(ctx context.Context, port int, first []byte) (net.Conn, error)
+}
+
+// maxSendWithDial is the most sent with a dial. The stream's window (256
+// KiB) takes it without waiting for the agent to read, so a refusal comes
+// back as one; a larger event is written after the dial.
+const maxSendWithDial = 64 << 10
+
+// dialShim connects to the shim in g, sending first with the dial when g
+// can (sent says so; otherwise the caller writes it), and trying again
+// while the guest answers that nothing accepts connections: the shim
+// listened before the snapshot, so a refusal is the guest agent's own
+// connect (5 s) timing out in a VM starved of CPU, not a missing shim.
+// A refused dial drops what was sent with it, and the next sends it again.
+func dialShim(ctx context.Context, g pandastack.Guest, first []byte) (conn net.Conn, sent bool, err error) {
+	ps, send := g.(portSender)
+	send = send && len(first) > 0 && len(first) <= maxSendWithDial
 	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
-		conn, err := g.DialPort(ctx, shimPort)
+		if send {
+			conn, err = ps.DialPortSend(ctx, shimPort, first)
+		} else {
+			conn, err = g.DialPort(ctx, shimPort)
+		}
 		if pandastack.ErrorCode(err) != pandastack.ERefused {
-			return conn, err
+			return conn, send && err == nil, err
 		}
 		select {
 		case <-ctx.Done():
-			return nil, errors.Join(ctx.Err(), err)
+			return nil, false, errors.Join(ctx.Err(), err)
 		case <-time.After(wait):
 		}
 	}

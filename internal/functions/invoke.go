@@ -46,10 +46,12 @@ func (s *Service) Invoke(ctx context.Context, teamID, name string, event []byte,
 	if !json.Valid(event) {
 		return Invocation{}, pandastack.Errorf(pandastack.EInvalid, "the request body must be JSON (the event)")
 	}
+	ph := startPhases()
 	f, err := s.cfg.Store.GetFunction(ctx, teamID, name)
 	if err != nil {
 		return Invocation{}, err
 	}
+	ph.mark("lookup")
 	wait, err := s.admit(f.ID, f.Latest.MaxConcurrency)
 	if err != nil {
 		return Invocation{}, err
@@ -66,7 +68,8 @@ func (s *Service) Invoke(ctx context.Context, teamID, name string, event []byte,
 			return inv
 		}
 		defer release()
-		s.execute(ctx, f, &inv, event, o)
+		ph.mark("queue")
+		s.execute(ctx, f, &inv, event, o, ph)
 		return inv
 	}
 	if err := s.cfg.Store.PutInvocation(ctx, inv); err != nil {
@@ -77,6 +80,7 @@ func (s *Service) Invoke(ctx context.Context, teamID, name string, event []byte,
 		}()
 		return Invocation{}, err
 	}
+	ph.mark("record_queued")
 	if o.Async {
 		s.async.Add(1)
 		go func() {
@@ -89,16 +93,18 @@ func (s *Service) Invoke(ctx context.Context, teamID, name string, event []byte,
 }
 
 // execute runs inv and records how it ended.
-func (s *Service) execute(ctx context.Context, f Function, inv *Invocation, event []byte, o InvokeOptions) {
+func (s *Service) execute(ctx context.Context, f Function, inv *Invocation, event []byte, o InvokeOptions, ph *phases) {
 	log := s.log.With("function", f.Name, "invocation", inv.ID)
 	inv.Status = StatusRunning
 	if err := s.cfg.Store.PutInvocation(ctx, *inv); err != nil {
 		log.Error("record invocation", "err", err)
 	}
+	ph.mark("record_running")
 	v := f.Latest
 	t0 := time.Now()
 	warm := v.Isolation == IsolationWarm
 	sbID, expires := "", time.Time{}
+	started := func() {} // gives back the start slot (starts.go)
 	if warm {
 		sbID = s.takeWarm(ctx, f.ID, v.SnapshotID, v.Timeout)
 	}
@@ -113,10 +119,17 @@ func (s *Service) execute(ctx context.Context, f Function, inv *Invocation, even
 			meta["pandastack.function.isolation"] = IsolationWarm
 		}
 		release, err := s.startSlot(ctx)
+		ph.mark("start_wait")
 		var sb pandastack.Sandbox
 		if err == nil {
 			sb, err = s.cfg.Sandboxes.Create(ctx, inv.TeamID, sandboxes.CreateParams{Snapshot: v.SnapshotID, TTLSeconds: &ttl, Metadata: meta, ManagedBy: "function:" + f.Name})
-			release()
+			ph.mark("create")
+			if err != nil {
+				release()
+			} else {
+				started = holdStart(release)
+				defer started() // also when the call is not reached
+			}
 		}
 		if err != nil {
 			log.Error("start invocation VM", "err", err)
@@ -162,10 +175,12 @@ func (s *Service) execute(ctx context.Context, f Function, inv *Invocation, even
 	deadline := time.Now().Add(v.Timeout)
 	cctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	reply, err := call(cctx, s.cfg.Engine, sbID, event, map[string]any{
+	defer func() { ph.log(log, "invocation timing", "status", inv.Status, "sandbox", sbID) }()
+	reply, err := call(cctx, s.cfg.Engine, sbID, event, ph, map[string]any{
 		"invocation_id": inv.ID, "function_name": f.Name, "function_version": f.LatestVersion, "trigger": inv.Trigger,
 		"execution_id": o.ExecutionID, "scheduled_time": scheduled(o.ScheduledTime), "deadline_ms": deadline.UnixMilli(),
 	})
+	started()
 	switch {
 	case err != nil && !time.Now().Before(deadline) && ctx.Err() == nil:
 		s.finish(ctx, inv, StatusTimedOut, nil, &FunctionError{Type: "Timeout",
@@ -180,6 +195,7 @@ func (s *Service) execute(ctx context.Context, f Function, inv *Invocation, even
 		keep = warm
 		s.finish(ctx, inv, StatusFailed, nil, reply.Error, reply.Logs)
 	}
+	ph.mark("finish")
 }
 
 func scheduled(t time.Time) string {
@@ -213,33 +229,39 @@ type shimReply struct {
 
 // call hands event and the context to the shim in sandbox id and reads
 // its reply, within ctx's deadline.
-func call(ctx context.Context, engine pandastack.Engine, id string, event []byte, fnctx map[string]any) (shimReply, error) {
+func call(ctx context.Context, engine pandastack.Engine, id string, event []byte, ph *phases, fnctx map[string]any) (shimReply, error) {
 	var reply shimReply
 	g, err := engine.Guest(ctx, id)
 	if err != nil {
 		return reply, fmt.Errorf("reach the VM: %w", err)
 	}
-	conn, err := dialShim(ctx, g)
+	ph.mark("guest")
+	line, err := json.Marshal(map[string]any{"event": json.RawMessage(event), "context": fnctx})
+	if err != nil {
+		return reply, err
+	}
+	line = append(line, '\n')
+	conn, sent, err := dialShim(ctx, g, line)
 	if err != nil {
 		return reply, fmt.Errorf("dial the runtime: %w", err)
 	}
+	ph.mark("dial")
 	defer conn.Close()
 	if d, ok := ctx.Deadline(); ok {
 		_ = conn.SetDeadline(d)
 	}
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
 	defer stop()
-	line, err := json.Marshal(map[string]any{"event": json.RawMessage(event), "context": fnctx})
-	if err != nil {
-		return reply, err
-	}
-	if _, err := conn.Write(append(line, '\n')); err != nil {
-		return reply, deadlineErr(ctx, fmt.Errorf("send the event: %w", err))
+	if !sent {
+		if _, err := conn.Write(line); err != nil {
+			return reply, deadlineErr(ctx, fmt.Errorf("send the event: %w", err))
+		}
 	}
 	data, err := bufio.NewReaderSize(io.LimitReader(conn, MaxEventBytes+2*MaxLogBytes), 64<<10).ReadBytes('\n')
 	if err != nil && !(errors.Is(err, io.EOF) && len(data) > 0) {
 		return reply, deadlineErr(ctx, fmt.Errorf("read the reply: %w", err))
 	}
+	ph.mark("call")
 	if err := json.Unmarshal(data, &reply); err != nil {
 		return reply, fmt.Errorf("decode the reply: %w", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/pandastack/pandastack"
 	"github.com/pandastack/pandastack/internal/cowfs"
@@ -70,6 +71,7 @@ func (a *Agent) DeleteSnapshot(ctx context.Context, snapshotID string) error {
 
 // createFromSnapshot starts a new machine from a snapshot.
 func (a *Agent) createFromSnapshot(ctx context.Context, spec hostapi.MachineSpec) (hostapi.Machine, error) {
+	t0 := time.Now()
 	sn := *spec.Snapshot
 	// A snapshot holds everything it restores from (memory, disk, device
 	// state, machine): it outlives rebuilds and deletions of its template.
@@ -85,6 +87,7 @@ func (a *Agent) createFromSnapshot(ctx context.Context, spec hostapi.MachineSpec
 	if _, t, err := a.cfg.Templates.Snapshot(ctx, templateRef(sn.Template, sn.TemplateID)); err == nil {
 		tpl = t // its version, when the build is still known
 	}
+	tRestore := time.Now()
 	v, err := a.cfg.Driver.Restore(ctx, snap, vmm.RestoreOptions{ID: spec.ID, Network: startPolicy(spec.Network)})
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -92,7 +95,11 @@ func (a *Agent) createFromSnapshot(ctx context.Context, spec hostapi.MachineSpec
 		}
 		return hostapi.Machine{}, &pandastack.Error{Code: pandastack.EUnavailable, Message: "could not start the sandbox from the snapshot", Err: err}
 	}
-	return a.register(ctx, v, spec, tpl, snap.Machine.CPUs, snap.Machine.MemoryMiB)
+	tRestored := time.Now()
+	m, err := a.register(ctx, v, spec, tpl, snap.Machine.CPUs, snap.Machine.MemoryMiB)
+	a.log.Debug("sandbox created from snapshot", "sandbox", spec.ID, "snapshot", sn.ID, "lookup_ms", ms(tRestore.Sub(t0)),
+		"restore_ms", ms(tRestored.Sub(tRestore)), "ready_ms", ms(time.Since(tRestored)), "err", err)
+	return m, err
 }
 
 func dirSize(dir string) int64 {

@@ -33,10 +33,17 @@ type Templates interface {
 	Snapshot(ctx context.Context, ref string) (vmm.Snapshot, pandastack.Template, error)
 }
 
+// Functions finds the snapshot of a team's function's latest version
+// (the server, over the functions service and the host agent).
+type Functions interface {
+	FunctionSnapshot(ctx context.Context, teamID, name string) (vmm.Snapshot, error)
+}
+
 // Config configures a Bench.
 type Config struct {
 	Driver    Restorer
 	Templates Templates
+	Functions Functions // nil: no function floors
 	Logger    *slog.Logger
 	// Proc is the proc filesystem (default /proc; tests point it at files).
 	Proc string
@@ -62,6 +69,11 @@ func New(cfg Config) *Bench {
 // FloorRequest says what to measure.
 type FloorRequest struct {
 	Template string `json:"template"`
+	// Function, instead of a template: the latest version's snapshot of
+	// the caller's function of that name (TeamID, set by the API), the
+	// floor a fresh invocation stands on.
+	Function string `json:"function,omitempty"`
+	TeamID   string `json:"-"`
 	// Sequential is how many single bare restores to time, one after the
 	// other (default 5, at most 50).
 	Sequential int `json:"sequential"`
@@ -73,6 +85,7 @@ type FloorRequest struct {
 // Floor is what the VMM alone takes to restore a template.
 type Floor struct {
 	Template string           `json:"template"`
+	Function string           `json:"function,omitempty"`
 	Accel    pandastack.Accel `json:"accel"`
 	// RestoreP50Ms is the median of the sequential restores, from QEMU's
 	// exec until QMP says the VM runs.
@@ -90,8 +103,11 @@ const maxFloor = 50
 
 // Validate fills in defaults and refuses what is out of bounds.
 func (r *FloorRequest) Validate() error {
-	if r.Template == "" {
+	if r.Template == "" && r.Function == "" {
 		r.Template = "base"
+	}
+	if r.Template != "" && r.Function != "" {
+		return pandastack.Errorf(pandastack.EInvalid, "template and function: give one")
 	}
 	if r.Sequential == 0 {
 		r.Sequential = 5
@@ -111,15 +127,15 @@ func (b *Bench) Floor(ctx context.Context, r FloorRequest) (Floor, error) {
 	if err := r.Validate(); err != nil {
 		return Floor{}, err
 	}
-	snap, _, err := b.cfg.Templates.Snapshot(ctx, r.Template)
+	snap, what, err := b.snapshot(ctx, r)
 	if err != nil {
 		return Floor{}, err
 	}
-	f := Floor{Template: r.Template, Accel: b.cfg.Driver.Accel(), Parallel: r.Parallel}
+	f := Floor{Template: r.Template, Function: r.Function, Accel: b.cfg.Driver.Accel(), Parallel: r.Parallel}
 	for i := 0; i < r.Sequential; i++ {
 		each, _, err := b.cfg.Driver.BareRestores(ctx, snap, 1)
 		if err != nil {
-			return Floor{}, fmt.Errorf("measure restore floor of %s: %w", r.Template, err)
+			return Floor{}, fmt.Errorf("measure restore floor of %s: %w", what, err)
 		}
 		f.RestoreMs = append(f.RestoreMs, ms(each[0]))
 	}
@@ -127,7 +143,7 @@ func (b *Bench) Floor(ctx context.Context, r FloorRequest) (Floor, error) {
 	if r.Parallel > 0 {
 		each, wall, err := b.cfg.Driver.BareRestores(ctx, snap, r.Parallel)
 		if err != nil {
-			return Floor{}, fmt.Errorf("measure parallel restore floor of %s: %w", r.Template, err)
+			return Floor{}, fmt.Errorf("measure parallel restore floor of %s: %w", what, err)
 		}
 		var xs []float64
 		for _, d := range each {
@@ -135,8 +151,21 @@ func (b *Bench) Floor(ctx context.Context, r FloorRequest) (Floor, error) {
 		}
 		f.ParallelMs, f.ParallelP50Ms = ms(wall), median(xs)
 	}
-	b.log.Info("bench floor", "template", r.Template, "restore_p50_ms", f.RestoreP50Ms, "parallel", f.Parallel, "parallel_ms", f.ParallelMs)
+	b.log.Info("bench floor", "of", what, "restore_p50_ms", f.RestoreP50Ms, "parallel", f.Parallel, "parallel_ms", f.ParallelMs)
 	return f, nil
+}
+
+// snapshot is the snapshot r measures, and what it is of (for errors).
+func (b *Bench) snapshot(ctx context.Context, r FloorRequest) (vmm.Snapshot, string, error) {
+	if r.Function == "" {
+		snap, _, err := b.cfg.Templates.Snapshot(ctx, r.Template)
+		return snap, "template " + r.Template, err
+	}
+	if b.cfg.Functions == nil {
+		return vmm.Snapshot{}, "", pandastack.Errorf(pandastack.EUnavailable, "this server does not measure function floors")
+	}
+	snap, err := b.cfg.Functions.FunctionSnapshot(ctx, r.TeamID, r.Function)
+	return snap, "function " + r.Function, err
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

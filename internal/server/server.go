@@ -356,7 +356,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.builder.UseDriver(drv)
-	s.bench = hostbench.New(hostbench.Config{Driver: drv, Templates: s.builder, Logger: log})
+	s.bench = hostbench.New(hostbench.Config{Driver: drv, Templates: s.builder, Functions: benchFunctions{s}, Logger: log})
 	hcfg.Driver = drv
 	s.agent = hostagent.New(hcfg)
 	s.engine = sandboxes.NewEngine(sandboxes.EngineConfig{Store: store, Host: s.agent, Logger: log, Archive: s.archive})

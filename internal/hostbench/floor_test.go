@@ -1,0 +1,57 @@
+package hostbench
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/vmm"
+)
+
+// restorer is a stand-in for the QEMU driver (the real floors need VMs:
+// pandastack bench): it records which snapshots it restored, how many at
+// once, and takes 10 ms for each.
+type restorer struct{ restored []string }
+
+func (r *restorer) BareRestores(ctx context.Context, snap vmm.Snapshot, n int) ([]time.Duration, time.Duration, error) {
+	var each []time.Duration
+	for range n {
+		r.restored = append(r.restored, snap.Key)
+		each = append(each, 10*time.Millisecond)
+	}
+	return each, time.Duration(n) * 10 * time.Millisecond, nil
+}
+func (r *restorer) Processes() (map[string]int, error) { return nil, nil }
+func (r *restorer) Accel() pandastack.Accel            { return "tcg" }
+
+type functionSnapshots map[string]string // "team/name" to the snapshot's key
+
+func (f functionSnapshots) FunctionSnapshot(ctx context.Context, teamID, name string) (vmm.Snapshot, error) {
+	key, ok := f[teamID+"/"+name]
+	if !ok {
+		return vmm.Snapshot{}, pandastack.Errorf(pandastack.ENotFound, "function %s not found", name)
+	}
+	return vmm.Snapshot{Key: key}, nil
+}
+
+// A function floor restores the caller's function's snapshot, one by one
+// then at once; another team's function of that name is not found, and a
+// request naming a template and a function is refused.
+func TestFunctionFloorRestoresTheCallersFunction(t *testing.T) {
+	r := &restorer{}
+	b := New(Config{Driver: r, Functions: functionSnapshots{"team-a/hello": "snap-a"}})
+	f, err := b.Floor(t.Context(), FloorRequest{Function: "hello", TeamID: "team-a", Sequential: 2, Parallel: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Function != "hello" || f.RestoreP50Ms != 10 || f.ParallelMs != 30 || len(r.restored) != 5 || r.restored[0] != "snap-a" {
+		t.Fatalf("floor %+v, restored %v", f, r.restored)
+	}
+	if _, err := b.Floor(t.Context(), FloorRequest{Function: "hello", TeamID: "team-b"}); pandastack.ErrorCode(err) != pandastack.ENotFound {
+		t.Fatalf("another team's function: %v, want %s", err, pandastack.ENotFound)
+	}
+	if _, err := b.Floor(t.Context(), FloorRequest{Template: "base", Function: "hello", TeamID: "team-a"}); pandastack.ErrorCode(err) != pandastack.EInvalid {
+		t.Fatalf("a template and a function: %v, want %s", err, pandastack.EInvalid)
+	}
+}
