@@ -457,7 +457,7 @@ func (s *Server) Handler() http.Handler {
 		Quotas: s.quotas, Storage: s.reserve, SandboxDomain: s.cfg.SandboxDomain, Network: s.apiNetwork(),
 		ProxySecret: s.proxySecret, Archive: s.archive, Hosts: s.hosts, CACert: s.caPEM(), Bench: s.bench, Apps: s.apps,
 		E2B: s.e2bServer(), Functions: s.fns, Cron: s.cron, Databases: s.databases, SQL: s.sqlHandler(),
-		DatabaseBackups: s.databases}).Handler()
+		DatabaseBackups: s.databases, DatabaseBench: s.databases}).Handler()
 }
 
 // Routes is the route table services register hostnames in (the HTTP
