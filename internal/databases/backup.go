@@ -176,6 +176,7 @@ func (s *Service) backup(ctx context.Context, d pandastack.Database) (pandastack
 			log.Error("record failed backup", "err", perr)
 		}
 		log.Error("base backup failed", "err", err)
+		s.diagnose(ctx, d, "base backup")
 		return b, fmt.Errorf("back up database %s: %w", d.ID, err)
 	}
 	t0 := time.Now()

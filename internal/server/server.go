@@ -93,6 +93,9 @@ type Config struct {
 	// MaxConnsPerClient caps the connections one client address holds on
 	// each listener (0: DefaultMaxConnsPerClient; below 0: no cap).
 	MaxConnsPerClient int
+	// DBMaxConnsPerClient caps them on the database router instead (0:
+	// DefaultDBMaxConnsPerClient; below 0: no cap).
+	DBMaxConnsPerClient int
 	// TLSReady, if set, is called with the TLS listener's address.
 	TLSReady func(addr string)
 	// MaxServicePerTeam is the default max_service_machines of a team (0:
