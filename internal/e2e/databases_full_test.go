@@ -16,8 +16,8 @@ import (
 // client with its disk-full error (SQLSTATE 53100); the database stays
 // up — the same session and new ones answer, the rows written before are
 // there — and once the table is dropped, writes work again and a base
-// backup is taken: the machine, its WAL archiving and the host's view of
-// it came through.
+// backup is taken and verified by a restore: the machine, its WAL
+// archiving and the host's view of it came through.
 func TestDatabaseVolumeFull(t *testing.T) {
 	needTemplate(t, "postgres")
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
@@ -93,10 +93,26 @@ func TestDatabaseVolumeFull(t *testing.T) {
 		}
 	})
 
-	t.Run("a base backup is taken after it", func(t *testing.T) {
+	t.Run("a base backup is taken after it, and restores", func(t *testing.T) {
 		b, err := c.BackupDatabase(ctx, d.ID)
 		if err != nil || b.State != "done" {
 			t.Fatalf("base backup after the full volume: %+v %v\n%s", b, err, main.tail())
+		}
+		// Its verification restores it in a throwaway machine: wait for
+		// it (the machine ends with it).
+		deadline := time.Now().Add(5 * time.Minute)
+		for {
+			l, err := c.ListDatabaseBackups(ctx, d.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(l.Backups) == 1 && l.Backups[0].Verified {
+				break
+			}
+			if len(l.Backups) != 1 || l.Backups[0].Error != "" || time.Now().After(deadline) {
+				t.Fatalf("backups %+v\n%s", l.Backups, main.tail())
+			}
+			time.Sleep(2 * time.Second)
 		}
 	})
 }
