@@ -18,8 +18,8 @@ import (
 // (TLS, SNI, the guest channel), straight to PostgreSQL and through its
 // pooler, and inside the database's machine on PostgreSQL's local socket
 // (POST /v1/admin/bench/databases/{id}/pgbench, admin key), in rounds
-// interleaved so load on the host falls on all alike; each figure is the
-// median of its rounds.
+// interleaved so load on the host falls on all alike; each tps is the
+// median of its rounds, each ratio the median of the rounds' ratios.
 type pgbenchBench struct {
 	PgbenchClients int `json:"db_pgbench_clients,omitempty"`
 	PgbenchSeconds int `json:"db_pgbench_seconds,omitempty"`
@@ -28,7 +28,8 @@ type pgbenchBench struct {
 	PgbenchRouterTPS float64 `json:"db_pgbench_router_tps,omitempty"`
 	PgbenchPooledTPS float64 `json:"db_pgbench_router_pooled_tps,omitempty"`
 	PgbenchInsideTPS float64 `json:"db_pgbench_inside_tps,omitempty"`
-	// Router ÷ inside (the target is at least 0.8).
+	// Router ÷ inside, the median of the rounds' (the target is at least
+	// 0.8).
 	PgbenchRatio       float64 `json:"db_pgbench_router_inside_ratio,omitempty"`
 	PgbenchPooledRatio float64 `json:"db_pgbench_pooled_inside_ratio,omitempty"`
 	// The pgbench versions: this host's and the machine's.
@@ -86,11 +87,21 @@ func benchPgbench(ctx context.Context, c *sdk.Client, d *sdk.Database, routerHos
 	}
 	res.PgbenchClients, res.PgbenchSeconds, res.PgbenchRounds = pgbenchClients, pgbenchSeconds, pgbenchRounds
 	res.PgbenchRouterTPS, res.PgbenchPooledTPS, res.PgbenchInsideTPS = pct(routed, 50), pct(pooledTPS, 50), pct(inside, 50)
-	if res.PgbenchInsideTPS > 0 {
-		res.PgbenchRatio = res.PgbenchRouterTPS / res.PgbenchInsideTPS
-		res.PgbenchPooledRatio = res.PgbenchPooledTPS / res.PgbenchInsideTPS
-	}
+	res.PgbenchRatio, res.PgbenchPooledRatio = medianRatio(routed, inside), medianRatio(pooledTPS, inside)
 	return res, nil
+}
+
+// medianRatio is the median of the rounds' ratios a[i] ÷ b[i]: the runs of
+// one round, seconds apart, share the host's load, which drifts between
+// rounds on a shared machine.
+func medianRatio(a, b []float64) float64 {
+	var rs []float64
+	for i := range min(len(a), len(b)) {
+		if b[i] > 0 {
+			rs = append(rs, a[i]/b[i])
+		}
+	}
+	return pct(rs, 50)
 }
 
 // hostAddr is host as an IP address (libpq's hostaddr).
