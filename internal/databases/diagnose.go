@@ -17,7 +17,8 @@ du -sk ` + DataDir + `/base ` + DataDir + `/pg_wal ` + archiveDir + ` 2>/dev/nul
 ls ` + DataDir + `/pg_wal | head -20
 grep -l pg_receivewal /proc/[0-9]*/comm 2>/dev/null | head -1 || echo 'no pg_receivewal'
 tail -n 25 /var/log/postgresql/postgresql-17-main.log
-tail -n 5 ` + DataMount + `/wal-archive.log 2>/dev/null`
+tail -n 5 ` + DataMount + `/wal-archive.log 2>/dev/null
+true`
 
 // diagnose logs diagnoseScript's output for d after what failed.
 func (s *Service) diagnose(ctx context.Context, d pandastack.Database, what string) {
