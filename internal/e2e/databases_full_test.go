@@ -18,6 +18,14 @@ import (
 // there — and once the table is dropped, writes work again and a base
 // backup is taken and verified by a restore: the machine, its WAL
 // archiving and the host's view of it came through.
+//
+// Known gap (open): WAL shares the volume. When the volume fills just as
+// PostgreSQL starts a new 16 MB WAL segment, its WAL writer PANICs
+// ("could not write to file pg_wal/xlogtemp…: No space left on device")
+// and the session is lost to crash recovery: this test then fails at "the
+// database stays up" (about one run in three here, with the WAL bounded;
+// the failed backup logs PostgreSQL's log end). The fix is space kept for
+// WAL that table data cannot take.
 func TestDatabaseVolumeFull(t *testing.T) {
 	needTemplate(t, "postgres")
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
