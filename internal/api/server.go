@@ -103,6 +103,9 @@ type Config struct {
 	// for `pandastack bench` (admin routes under /v1/admin/bench; nil:
 	// they answer 503).
 	Bench HostBench
+	// DatabaseBench runs pgbench inside a database's machine for the
+	// benchmark (admin only; nil: that route answers 503).
+	DatabaseBench DatabaseBench
 	// Apps hosts git-driven apps (nil: the /v1/apps routes answer 503).
 	Apps Apps
 	// E2B serves E2B's wire protocol (internal/e2bcompat) on this port,

@@ -25,6 +25,10 @@ type databasesBenchResult struct {
 	N       int    `json:"n"`
 	// SQL over HTTP, warm and after a wake, and their floors (benchdbhttp.go).
 	dbHTTPFigures
+	// pgbench through the router against inside the machine (benchpgbench.go).
+	pgbenchBench
+	// Base backups and point-in-time restores (benchbackups.go).
+	backupsBench
 	// Create until the first query with its credentials answered through
 	// the router (the create call answers after its own such query).
 	CreateP50 float64 `json:"db_create_first_query_p50_ms"`
@@ -116,6 +120,12 @@ func benchDatabases(ctx context.Context, c *sdk.Client, n int, routerHost string
 		}
 	}
 	res.ForkP50, res.ForkP99 = pct(forks, 50), pct(forks, 99)
+	if res.pgbenchBench, err = benchPgbench(ctx, c, keep, routerHost, progress); err != nil {
+		return nil, err
+	}
+	if res.backupsBench, err = benchBackups(ctx, c, keep, min(n, 3), tag, progress); err != nil {
+		return nil, err
+	}
 	progress("%d plain creates from the base template (the floor)", n)
 	if res.CreateFloorP50, res.CreateFloorP99, err = createFloor(ctx, c, n); err != nil {
 		return nil, fmt.Errorf("create floor: %w", err)

@@ -33,6 +33,7 @@ func runServer(ctx context.Context, s *streams, args []string) int {
 	fs.BoolVar(&cfg.DBBackupNoVerify, "db-backup-no-verify", false, "do not verify each base backup by restoring it in a throwaway machine")
 	fs.DurationVar(&cfg.DBBackupRetention, "db-backup-retention", server.DefaultDBBackupRetention, "how long database backups and archived WAL are kept")
 	fs.IntVar(&cfg.MaxConnsPerClient, "max-conns-per-client", server.DefaultMaxConnsPerClient, "connections one client address may hold at once on each listener (-1: no cap)")
+	fs.IntVar(&cfg.DBMaxConnsPerClient, "db-max-conns-per-client", server.DefaultDBMaxConnsPerClient, "with --db-listen: connections one client address may hold at once on the database router (-1: no cap)")
 	fs.StringVar(&cfg.Accel, "accel", "auto", "auto (probe by booting a guest), kvm or tcg")
 	fs.StringVar(&templates, "templates", "base", "templates to build (or find cached) at start, comma separated")
 	fs.IntVar(&cfg.PoolSize, "pool", 2, "QEMU processes per template started ahead of creates (0: none)")

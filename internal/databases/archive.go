@@ -69,13 +69,13 @@ func (s *Service) arm(ctx context.Context, d pandastack.Database, force bool) er
 	if !force && a.machine == d.MachineID && time.Since(a.at) < rearmEvery {
 		return nil
 	}
-	// The slot may hold a quarter of the volume (at least 64 MiB): a
-	// receiver that cannot keep up loses the archive's continuity, not
-	// the database its disk.
-	keep := 64
+	// The slot may hold an eighth of the volume (at least 32 MiB, two
+	// segments): a receiver that cannot keep up (or died, the volume
+	// full) loses the archive's continuity, not the database its disk.
+	keep := 32
 	if d.VolumeID != "" {
-		if size, err := s.volumeSize(ctx, d); err == nil && size/4 > keep {
-			keep = size / 4
+		if size, err := s.volumeSize(ctx, d); err == nil && size/8 > keep {
+			keep = size / 8
 		}
 	}
 	script := strings.ReplaceAll(archiveScript, "KEEPMB", fmt.Sprintf("%dMB", keep))

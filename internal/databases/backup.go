@@ -158,6 +158,7 @@ func (s *Service) backup(ctx context.Context, d pandastack.Database) (pandastack
 	err := s.arm(ctx, d, true)
 	mu.Unlock()
 	if err != nil {
+		s.diagnose(ctx, d, "set up WAL archiving for a base backup")
 		return pandastack.DatabaseBackup{}, fmt.Errorf("back up database %s: %w", d.ID, err)
 	}
 	st := s.cfg.Backup.Store
@@ -176,6 +177,7 @@ func (s *Service) backup(ctx context.Context, d pandastack.Database) (pandastack
 			log.Error("record failed backup", "err", perr)
 		}
 		log.Error("base backup failed", "err", err)
+		s.diagnose(ctx, d, "base backup")
 		return b, fmt.Errorf("back up database %s: %w", d.ID, err)
 	}
 	t0 := time.Now()

@@ -122,10 +122,14 @@ func (s *Service) prepare(ctx context.Context, d pandastack.Database) error {
 		return fmt.Errorf("prepare database machine: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	for _, q := range []string{
+	size, err := s.volumeSize(ctx, d)
+	if err != nil {
+		return fmt.Errorf("prepare database machine: %w", err)
+	}
+	for _, q := range append([]string{
 		"CREATE DATABASE " + quoteIdent(BaseDB),
 		"COPY (SELECT 1 WHERE false) TO " + quoteLiteral(pgbouncer.Users),
-	} {
+	}, walSQL(size)...) {
 		if _, err := conn.Exec(ctx, q, pgx.QueryExecModeSimpleProtocol); err != nil {
 			return fmt.Errorf("prepare database machine: %s: %w", q, err)
 		}

@@ -125,10 +125,19 @@ func poolerSQL(user, verifier string) []string {
 }
 
 // startPooler starts PgBouncer in d's machine as the postgres user
-// (daemonized: it keeps running in the machine, hibernation included).
+// (daemonized: it keeps running in the machine, hibernation included),
+// with its runtime configuration and a file limit for all its clients
+// (pgbouncer.RuntimeIni).
 func (s *Service) startPooler(ctx context.Context, d pandastack.Database) error {
-	if _, err := s.run(ctx, d.MachineID, "runuser", "-u", "postgres", "--", "pgbouncer", "-d", "-q", pgbouncer.Config); err != nil {
+	if _, err := s.runIn(ctx, d.MachineID, strings.NewReader(pgbouncer.RuntimeIni), "sh", "-c", poolerScript); err != nil {
 		return fmt.Errorf("start pooler: %w", err)
 	}
 	return nil
 }
+
+// poolerScript writes the pooler's configuration from its standard input
+// and starts it under pgbouncer.FileLimit.
+var poolerScript = fmt.Sprintf(`set -e
+cat > %[1]s; chown postgres:postgres %[1]s
+ulimit -n %[2]d
+exec runuser -u postgres -- pgbouncer -d -q %[1]s`, pgbouncer.RuntimeConfig, pgbouncer.FileLimit)

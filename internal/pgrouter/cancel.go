@@ -56,8 +56,9 @@ func (k *cancelKeys) lookup(key string) (router.Backend, bool) {
 // relayStartup copies the database's messages to the client until the
 // first ReadyForQuery (or anything unexpected), calling onKey with the
 // BackendKeyData body it sees, then copies the rest unread. It returns
-// when src ends.
-func relayStartup(dst io.Writer, src *bufio.Reader, onKey func(body []byte)) {
+// when raw ends.
+func relayStartup(dst io.Writer, raw io.Reader, onKey func(body []byte)) {
+	src := bufio.NewReaderSize(raw, 1<<10)
 	for {
 		hdr, err := src.Peek(5)
 		if err != nil {
@@ -81,7 +82,16 @@ func relayStartup(dst io.Writer, src *bufio.Reader, onKey func(body []byte)) {
 			break
 		}
 	}
-	_, _ = io.Copy(dst, src)
+	// What the reader holds, then the stream itself: the reader's buffer
+	// is not kept for the session's life (copyLean).
+	if n := src.Buffered(); n > 0 {
+		b, _ := src.Peek(n)
+		if _, err := dst.Write(b); err != nil {
+			return
+		}
+		_, _ = src.Discard(n)
+	}
+	_ = copyLean(dst, raw)
 }
 
 // forwardCancel sends a CancelRequest packet (its body: pid and secret)

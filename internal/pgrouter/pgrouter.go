@@ -173,7 +173,7 @@ func (l *Listener) serve(c net.Conn) {
 		}
 	}()
 	pipe(tc, b, func(dst io.Writer, src net.Conn) {
-		relayStartup(dst, bufio.NewReader(src), func(body []byte) {
+		relayStartup(dst, src, func(body []byte) {
 			key = string(body)
 			l.cancel.add(key, rt.Backend)
 		})
@@ -271,7 +271,7 @@ func (c *bufConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 func pipe(a, b net.Conn, fromB func(dst io.Writer, src net.Conn)) {
 	done := make(chan struct{}, 2)
 	go func() {
-		_, _ = io.Copy(b, a)
+		_ = copyLean(b, a)
 		done <- struct{}{}
 	}()
 	go func() {

@@ -45,7 +45,7 @@ func (a *Acceptor) Serve(handle func(net.Conn)) error {
 				return nil
 			}
 			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
+			if errors.As(err, &ne) && ne.Timeout() || transientAccept(err) {
 				time.Sleep(10 * time.Millisecond)
 				continue
 			}

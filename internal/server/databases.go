@@ -63,7 +63,7 @@ func (s *Server) serveDatabases() (addr string, stop func(), err error) {
 	if err != nil {
 		return "", nil, fmt.Errorf("listen --db-listen: %w", err)
 	}
-	l := pgrouter.New(router.LimitPerClient(ln, s.maxConnsPerClient()), pgrouter.Config{Table: s.routes, Domain: s.dbDomain(),
+	l := pgrouter.New(router.LimitPerClient(ln, s.dbMaxConnsPerClient()), pgrouter.Config{Table: s.routes, Domain: s.dbDomain(),
 		Certs: s.ca, Logger: s.log.With("service", "database router")})
 	go func() {
 		if err := l.Serve(); err != nil {

@@ -93,6 +93,9 @@ type Config struct {
 	// MaxConnsPerClient caps the connections one client address holds on
 	// each listener (0: DefaultMaxConnsPerClient; below 0: no cap).
 	MaxConnsPerClient int
+	// DBMaxConnsPerClient caps them on the database router instead (0:
+	// DefaultDBMaxConnsPerClient; below 0: no cap).
+	DBMaxConnsPerClient int
 	// TLSReady, if set, is called with the TLS listener's address.
 	TLSReady func(addr string)
 	// MaxServicePerTeam is the default max_service_machines of a team (0:
@@ -457,7 +460,7 @@ func (s *Server) Handler() http.Handler {
 		Quotas: s.quotas, Storage: s.reserve, SandboxDomain: s.cfg.SandboxDomain, Network: s.apiNetwork(),
 		ProxySecret: s.proxySecret, Archive: s.archive, Hosts: s.hosts, CACert: s.caPEM(), Bench: s.bench, Apps: s.apps,
 		E2B: s.e2bServer(), Functions: s.fns, Cron: s.cron, Databases: s.databases, SQL: s.sqlHandler(),
-		DatabaseBackups: s.databases}).Handler()
+		DatabaseBackups: s.databases, DatabaseBench: s.databases}).Handler()
 }
 
 // Routes is the route table services register hostnames in (the HTTP

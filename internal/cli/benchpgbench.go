@@ -1,0 +1,167 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+
+	sdk "github.com/pandastack/pandastack/sdk/go"
+)
+
+// pgbenchBench is the pgbench part of `pandastack bench --databases`: the
+// same select-only pgbench run from this host through the database router
+// (TLS, SNI, the guest channel), straight to PostgreSQL and through its
+// pooler, and inside the database's machine on PostgreSQL's local socket
+// (POST /v1/admin/bench/databases/{id}/pgbench, admin key), in rounds
+// interleaved so load on the host falls on all alike; each tps is the
+// median of its rounds, each ratio the median of the rounds' ratios.
+type pgbenchBench struct {
+	PgbenchClients int `json:"db_pgbench_clients,omitempty"`
+	PgbenchSeconds int `json:"db_pgbench_seconds,omitempty"`
+	PgbenchRounds  int `json:"db_pgbench_rounds,omitempty"`
+	// Select-only transactions per second.
+	PgbenchRouterTPS float64 `json:"db_pgbench_router_tps,omitempty"`
+	PgbenchPooledTPS float64 `json:"db_pgbench_router_pooled_tps,omitempty"`
+	PgbenchInsideTPS float64 `json:"db_pgbench_inside_tps,omitempty"`
+	// Router ÷ inside, the median of the rounds' (the target is at least
+	// 0.8).
+	PgbenchRatio       float64 `json:"db_pgbench_router_inside_ratio,omitempty"`
+	PgbenchPooledRatio float64 `json:"db_pgbench_pooled_inside_ratio,omitempty"`
+	// The pgbench versions: this host's and the machine's.
+	PgbenchHostVersion   string `json:"db_pgbench_host_version,omitempty"`
+	PgbenchInsideVersion string `json:"db_pgbench_inside_version,omitempty"`
+}
+
+// The pgbench runs' shape: a few clients for a few seconds, select-only.
+const (
+	pgbenchClients = 4
+	pgbenchSeconds = 5
+	pgbenchRounds  = 3
+)
+
+// benchPgbench measures pgbench on database d, whose router listens on
+// routerHost. With no pgbench on this host it measures nothing and says so.
+func benchPgbench(ctx context.Context, c *sdk.Client, d *sdk.Database, routerHost string, progress func(string, ...any)) (pgbenchBench, error) {
+	var res pgbenchBench
+	if _, err := exec.LookPath("pgbench"); err != nil {
+		progress("no pgbench on this host (Debian: postgresql-client): pgbench through the router not measured")
+		return res, nil
+	}
+	addr, err := hostAddr(ctx, routerHost)
+	if err != nil {
+		return res, err
+	}
+	direct := pgbenchConninfo(d, d.Host, addr)
+	pooled := pgbenchConninfo(d, strings.Replace(d.Host, d.ID+".", d.ID+"-pooler.", 1), addr)
+	progress("pgbench -i through the router, then %d rounds of %d s select-only runs (%d clients): through the router, through its pooler, inside the machine",
+		pgbenchRounds, pgbenchSeconds, pgbenchClients)
+	if _, err := runPgbench(ctx, d.Password, "-i", "-q", "-s", "1", direct); err != nil {
+		return res, fmt.Errorf("pgbench -i: %w", err)
+	}
+	run := []string{"-n", "-S", "-c", strconv.Itoa(pgbenchClients), "-j", "2", "-T", strconv.Itoa(pgbenchSeconds)}
+	var routed, pooledTPS, inside []float64
+	for range pgbenchRounds {
+		out, err := runPgbench(ctx, d.Password, append(run, direct)...)
+		if err != nil {
+			return res, fmt.Errorf("pgbench through the router: %w", err)
+		}
+		routed = append(routed, out.tps)
+		res.PgbenchHostVersion = out.version
+		pout, err := runPgbench(ctx, d.Password, append(run, pooled)...)
+		if err != nil {
+			return res, fmt.Errorf("pgbench through the pooler: %w", err)
+		}
+		pooledTPS = append(pooledTPS, pout.tps)
+		in, err := c.BenchDatabasePgbench(ctx, d.ID, sdk.PgbenchParams{Clients: pgbenchClients, Seconds: pgbenchSeconds, SelectOnly: true})
+		if err != nil {
+			return res, fmt.Errorf("pgbench inside the database's machine: %w", err)
+		}
+		inside = append(inside, in.TPS)
+		res.PgbenchInsideVersion = in.Version
+		progress("  round: router %.0f tps, pooled %.0f tps, inside %.0f tps", out.tps, pout.tps, in.TPS)
+	}
+	res.PgbenchClients, res.PgbenchSeconds, res.PgbenchRounds = pgbenchClients, pgbenchSeconds, pgbenchRounds
+	res.PgbenchRouterTPS, res.PgbenchPooledTPS, res.PgbenchInsideTPS = pct(routed, 50), pct(pooledTPS, 50), pct(inside, 50)
+	res.PgbenchRatio, res.PgbenchPooledRatio = medianRatio(routed, inside), medianRatio(pooledTPS, inside)
+	return res, nil
+}
+
+// medianRatio is the median of the rounds' ratios a[i] ÷ b[i]: the runs of
+// one round, seconds apart, share the host's load, which drifts between
+// rounds on a shared machine.
+func medianRatio(a, b []float64) float64 {
+	var rs []float64
+	for i := range min(len(a), len(b)) {
+		if b[i] > 0 {
+			rs = append(rs, a[i]/b[i])
+		}
+	}
+	return pct(rs, 50)
+}
+
+// hostAddr is host as an IP address (libpq's hostaddr).
+func hostAddr(ctx context.Context, host string) (string, error) {
+	if net.ParseIP(host) != nil {
+		return host, nil
+	}
+	addrs, err := net.DefaultResolver.LookupHost(ctx, host)
+	if err != nil || len(addrs) == 0 {
+		return "", fmt.Errorf("resolve the database router's host %s: %v", host, err)
+	}
+	return addrs[0], nil
+}
+
+// pgbenchConninfo is d's libpq conninfo dialled at the router's address:
+// host gives TLS its SNI name, hostaddr where to connect.
+func pgbenchConninfo(d *sdk.Database, host, addr string) string {
+	return fmt.Sprintf("host=%s hostaddr=%s port=%d user=%s dbname=%s sslmode=require connect_timeout=120", host, addr, d.Port, d.User, d.Database)
+}
+
+type pgbenchOut struct {
+	tps     float64
+	version string
+}
+
+var (
+	pgbenchTPSLine = regexp.MustCompile(`(?m)^tps = ([0-9.]+)`)
+	pgbenchVerLine = regexp.MustCompile(`(?m)^pgbench \(([0-9.]+)`)
+)
+
+// runPgbench runs this host's pgbench with args, the password in its
+// environment (never on its command line), and reads its tps.
+func runPgbench(ctx context.Context, password string, args ...string) (pgbenchOut, error) {
+	cmd := exec.CommandContext(ctx, "pgbench", args...)
+	cmd.Env = append(os.Environ(), "PGPASSWORD="+password)
+	b, err := cmd.CombinedOutput()
+	out := string(b)
+	if err != nil {
+		return pgbenchOut{}, fmt.Errorf("%v: %s", err, lastLines(out, 5))
+	}
+	var r pgbenchOut
+	if m := pgbenchVerLine.FindStringSubmatch(out); m != nil {
+		r.version = m[1]
+	}
+	if args[0] == "-i" {
+		return r, nil
+	}
+	all := pgbenchTPSLine.FindAllStringSubmatch(out, -1)
+	if len(all) == 0 {
+		return r, fmt.Errorf("no tps in pgbench's output: %s", lastLines(out, 5))
+	}
+	r.tps, _ = strconv.ParseFloat(all[len(all)-1][1], 64)
+	return r, nil
+}
+
+// lastLines is the last n lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

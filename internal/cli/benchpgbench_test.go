@@ -1,0 +1,17 @@
+package cli
+
+import "testing"
+
+// TestMedianRatio: the ratio is taken round by round (a round's runs share
+// the host's load) and its median reported; rounds with no yardstick are
+// left out.
+func TestMedianRatio(t *testing.T) {
+	// Load changed between rounds: the per-round ratios are 0.9, 1.0
+	// and 0.8.
+	if got := medianRatio([]float64{36, 40, 160}, []float64{40, 40, 200}); got != 0.9 {
+		t.Fatalf("median ratio %v, want 0.9", got)
+	}
+	if got := medianRatio([]float64{10}, []float64{0}); got != 0 {
+		t.Fatalf("no yardstick: %v, want 0", got)
+	}
+}
