@@ -56,6 +56,8 @@ type appsBenchResult struct {
 	Rollbacks             int     `json:"app_rollbacks"`
 	RollbackWarmP50       float64 `json:"app_rollback_warm_p50_ms"`
 	RollbackHibernatedP50 float64 `json:"app_rollback_hibernated_p50_ms"`
+	// 2,000 requests at 50 a second across a redeploy (benchapps_load.go).
+	appLoadResult
 }
 
 // benchAppSource is the benched app: a Python standard-library server
@@ -87,7 +89,8 @@ type appBench struct {
 
 // benchApps measures the app product with an app of its own (deleted at
 // the end): two deploys by git push, warm requests, n wakes after scale
-// to zero, and rollbacks; then its floors.
+// to zero, rollbacks, and 2,000 requests at 50/s across a third deploy;
+// then its floors.
 func benchApps(ctx context.Context, c *sdk.Client, key string, n int, progress func(string, ...any)) (*appsBenchResult, error) {
 	if _, err := exec.LookPath("git"); err != nil {
 		return nil, fmt.Errorf("bench --apps pushes with git: %w", err)
@@ -185,6 +188,11 @@ func benchApps(ctx context.Context, c *sdk.Client, key string, n int, progress f
 		}
 	}
 	res.RollbackWarmP50, res.RollbackHibernatedP50 = pct(rbWarm, 50), pct(rbCold, 50)
+
+	progress("%d requests at %d/s, open loop, across a redeploy %s → v3", appLoadRequests, appLoadRate, serving)
+	if res.appLoadResult, err = b.loadAcrossDeploy(ctx, serving, "v3"); err != nil {
+		return nil, err
+	}
 
 	progress("floors: %d plain sandbox wakes, HTTP through its port proxy, and %d creates from the base template", n, n)
 	if res.SandboxWakeP50, res.ProxyFloorP50, err = sandboxFloors(ctx, c, key, n); err != nil {
