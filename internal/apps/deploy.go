@@ -110,6 +110,11 @@ func (s *Service) run(ctx context.Context, a App, d Deploy, env map[string]strin
 	} else {
 		log.Info("deploy live", "commit", d.Commit, "framework", d.Framework)
 	}
+	if d.Preview != 0 && !s.previewExists(context.WithoutCancel(ctx), a.ID, d.Preview) {
+		// Its pull request closed while it waited: the preview's records
+		// are gone, and this one goes with them.
+		return
+	}
 	s.put(context.WithoutCancel(ctx), &d, l)
 }
 

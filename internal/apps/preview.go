@@ -269,6 +269,13 @@ func (s *Service) dropPreview(ctx context.Context, a App, n int) error {
 	return nil
 }
 
+// previewExists reports whether app appID still has preview n (true
+// when the store cannot tell).
+func (s *Service) previewExists(ctx context.Context, appID string, n int) bool {
+	_, err := s.cfg.Store.GetPreview(ctx, appID, n)
+	return pandastack.ErrorCode(err) != pandastack.ENotFound
+}
+
 // cancelDeploys cancels app's running deploys of preview n (every deploy
 // of the app and its previews for -1).
 func (s *Service) cancelDeploys(ctx context.Context, appID string, n int) error {
