@@ -19,6 +19,12 @@
 // their snapshots deleted. A failed build or health check leaves the live
 // release serving.
 //
+// Previews: a GitHub pull_request delivery deploys the pull request's
+// head (refs/pull/N/head) through the same pipeline at
+// pr-N--NAME.apps.DOMAIN, with a route, deploys and a release of its own
+// (rows marked with the number), never the app's; closing the pull
+// request removes it all (preview.go).
+//
 // Env values and webhook secrets are sealed with internal/secrets before
 // they reach the store, and env values are masked in build logs.
 //

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -56,7 +57,7 @@ func clone(ctx context.Context, url, ref, dir string, maxBytes int64, guard *Git
 	}
 	for _, step := range steps {
 		var stderr bytes.Buffer
-		cmd := exec.CommandContext(ctx, "git", append(config, step...)...)
+		cmd := exec.CommandContext(ctx, "git", slices.Concat(config, step)...)
 		cmd.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "GIT_TERMINAL_PROMPT=0", "GIT_CONFIG_NOSYSTEM=1",
 			"GIT_SSH_COMMAND=ssh -o BatchMode=yes -o StrictHostKeyChecking=accept-new", "GIT_ASKPASS=/bin/false", "LC_ALL=C"}
 		cmd.Stdout, cmd.Stderr = &stderr, &stderr
