@@ -25,13 +25,20 @@ type pullRequestEvent struct {
 	PullRequest struct {
 		Number int `json:"number"`
 		Head   struct {
-			Ref string `json:"ref"`
-			SHA string `json:"sha"`
+			Ref  string `json:"ref"`
+			SHA  string `json:"sha"`
+			Repo prRepo `json:"repo"`
 		} `json:"head"`
 		Base struct {
-			Ref string `json:"ref"`
+			Ref  string `json:"ref"`
+			Repo prRepo `json:"repo"`
 		} `json:"base"`
 	} `json:"pull_request"`
+}
+
+// prRepo names the repository a pull request's head or base is in.
+type prRepo struct {
+	FullName string `json:"full_name"`
 }
 
 // previewKey is the key of a preview's backend among the apps'.
@@ -55,8 +62,9 @@ func (s *Service) deployHost(name string, preview int) string {
 // pullRequest handles a verified pull_request delivery for app a: opened,
 // reopened and synchronize deploy the pull request's head as its preview
 // (a new one, or a redeploy of it); closed removes the preview; other
-// actions, pull requests into other branches than the app's, and an app
-// with no git_url are ignored. Every delivery id counts once: a replay
+// actions, pull requests into other branches than the app's, pull
+// requests from forks (a preview gets the app's env) and an app with no
+// git_url are ignored. Every delivery id counts once: a replay
 // does nothing, whatever its action.
 func (s *Service) pullRequest(ctx context.Context, a App, delivery string, body []byte) (HookResult, error) {
 	var ev pullRequestEvent
@@ -96,6 +104,12 @@ func (s *Service) pullRequest(ctx context.Context, a App, delivery string, body 
 		return HookResult{Ignored: "pull request into " + ev.PullRequest.Base.Ref + ", not the app's branch (" + a.Branch + ")"}, nil
 	case a.GitURL == "":
 		return HookResult{Ignored: "the app has no git_url to fetch pull requests from"}, nil
+	case ev.PullRequest.Head.Repo.FullName != "" && ev.PullRequest.Base.Repo.FullName != "" &&
+		ev.PullRequest.Head.Repo.FullName != ev.PullRequest.Base.Repo.FullName:
+		// A preview's build and app get the app's env, secrets included:
+		// code from someone else's fork must not.
+		return HookResult{Ignored: "pull request from the fork " + ev.PullRequest.Head.Repo.FullName +
+			": previews are built only from branches of the app's own repository (they get the app's env)"}, nil
 	}
 	return s.openPreview(ctx, a, n, ev.PullRequest.Head.Ref, ev.PullRequest.Head.SHA, delivery)
 }

@@ -112,6 +112,8 @@ func TestPullRequestHookBuildsNothing(t *testing.T) {
 		{"into another branch", "d-2", pr("opened", "release"), "whsec_test", "", "not the app's branch"},
 		{"closed with no preview", "d-3", pr("closed", "main"), "whsec_test", "", "has no preview"},
 		{"replay", "d-2", pr("opened", "main"), "whsec_test", "", "already received"},
+		{"from a fork", "d-6", `{"action": "opened", "number": 7, "pull_request": {"head": {"ref": "main", "repo": {"full_name": "mallory/r"}},
+			"base": {"ref": "main", "repo": {"full_name": "acme/r"}}}}`, "whsec_test", "", "from the fork mallory/r"},
 		{"no number", "d-4", `{"action": "opened"}`, "whsec_test", pandastack.EInvalid, ""},
 		{"not JSON", "d-5", `{`, "whsec_test", pandastack.EInvalid, ""},
 	} {
