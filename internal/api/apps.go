@@ -24,6 +24,8 @@ type Apps interface {
 	ListDeploys(ctx context.Context, teamID, name string) ([]apps.Deploy, error)
 	Rollback(ctx context.Context, teamID, name, deployID string) (apps.Deploy, error)
 	GitHubHook(ctx context.Context, appID, event, delivery, signature string, body []byte) (apps.HookResult, error)
+	// Previews lists the app's pull request previews.
+	Previews(ctx context.Context, teamID, name string) ([]apps.Preview, error)
 	// ServeGit serves the app's git remote (smart HTTP) to teamID.
 	ServeGit(w http.ResponseWriter, r *http.Request, teamID, name, service string) error
 }

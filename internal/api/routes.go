@@ -122,6 +122,7 @@ var routeTable = []route{
 	{"GET", "/v1/apps/{name}/deploys/{id}", team, (*Server).getDeploy},
 	{"GET", "/v1/apps/{name}/deploys/{id}/logs", team, (*Server).deployLogs},
 	{"POST", "/v1/apps/{name}/rollback", team, (*Server).rollbackApp},
+	{"GET", "/v1/apps/{name}/previews", team, (*Server).listPreviews},
 	{"POST", "/v1/apps/{id}/hooks/github", public, (*Server).githubHook},
 	{"GET", "/git/{repo}/info/refs", public, (*Server).gitRemote},
 	{"POST", "/git/{repo}/git-upload-pack", public, (*Server).gitRemote},

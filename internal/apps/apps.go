@@ -19,6 +19,12 @@
 // their snapshots deleted. A failed build or health check leaves the live
 // release serving.
 //
+// Previews: a GitHub pull_request delivery deploys the pull request's
+// head (refs/pull/N/head) through the same pipeline at
+// pr-N--NAME.apps.DOMAIN, with a route, deploys and a release of its own
+// (rows marked with the number), never the app's; closing the pull
+// request removes it all (preview.go).
+//
 // Env values and webhook secrets are sealed with internal/secrets before
 // they reach the store, and env values are masked in build logs.
 //
@@ -214,7 +220,11 @@ func (s *Service) Start(ctx context.Context) error {
 			}
 		}
 	}
-	return nil
+	byID := map[string]App{}
+	for _, a := range all {
+		byID[a.ID] = a
+	}
+	return s.startPreviews(ctx, byID)
 }
 
 // Close cancels running deploys and waits for them.
@@ -405,8 +415,8 @@ func (s *Service) List(ctx context.Context, teamID string) ([]App, error) {
 	return all, nil
 }
 
-// Delete stops the app's deploys, removes its route, kills its release
-// machines, deletes their snapshots and forgets it.
+// Delete stops the app's deploys (its previews' too), removes its routes,
+// kills its release machines, deletes their snapshots and forgets it.
 func (s *Service) Delete(ctx context.Context, teamID, name string) error {
 	a, err := s.cfg.Store.GetApp(ctx, teamID, name)
 	if err != nil {
@@ -426,12 +436,21 @@ func (s *Service) Delete(ctx context.Context, teamID, name string) error {
 	lock := s.appLock(a.ID)
 	lock.Lock()
 	defer lock.Unlock()
+	previews, err := s.cfg.Store.ListPreviews(ctx, a.ID)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, p := range previews {
+		if err := s.dropPreview(ctx, a, p.Number); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	s.unregister(a)
 	rels, err := s.cfg.Store.ListReleases(ctx, a.ID)
 	if err != nil {
 		return err
 	}
-	var errs []error
 	for _, r := range rels {
 		if err := s.dropRelease(ctx, r); err != nil {
 			errs = append(errs, err)

@@ -35,12 +35,13 @@ func (s *Service) Deploy(ctx context.Context, teamID, name, ref string) (Deploy,
 }
 
 func (s *Service) startDeploy(ctx context.Context, a App, ref, delivery string) (Deploy, error) {
-	return s.startDeployAs(ctx, a, ref, delivery, "")
+	return s.startDeployAs(ctx, a, ref, delivery, "", 0)
 }
 
-// startDeployAs queues a deploy with id ("" for a new one). An app with no
+// startDeployAs queues a deploy with id ("" for a new one), of the app or
+// of its preview of pull request preview (0: the app). An app with no
 // git_url deploys from its git remote.
-func (s *Service) startDeployAs(ctx context.Context, a App, ref, delivery, id string) (Deploy, error) {
+func (s *Service) startDeployAs(ctx context.Context, a App, ref, delivery, id string, preview int) (Deploy, error) {
 	if a.GitURL == "" || id != "" {
 		if !s.hasRepo(a) {
 			return Deploy{}, pandastack.Errorf(pandastack.EConflict, "app %s has no git_url and nothing was pushed to its git remote yet (git push %s)", a.Name, GitRemotePath(a.Name))
@@ -61,7 +62,7 @@ func (s *Service) startDeployAs(ctx context.Context, a App, ref, delivery, id st
 		return Deploy{}, err
 	}
 	t := now()
-	d := Deploy{ID: id, AppID: a.ID, Status: StatusQueued, Ref: ref, DeliveryID: delivery, CreatedAt: t, UpdatedAt: t}
+	d := Deploy{ID: id, AppID: a.ID, Status: StatusQueued, Ref: ref, DeliveryID: delivery, Preview: preview, CreatedAt: t, UpdatedAt: t}
 	l := newDeployLog(env)
 	l.printf("deploy %s of %s (%s) queued", d.ID, a.sourceName(), ref)
 	d.Log = l.String()
@@ -109,6 +110,11 @@ func (s *Service) run(ctx context.Context, a App, d Deploy, env map[string]strin
 	} else {
 		log.Info("deploy live", "commit", d.Commit, "framework", d.Framework)
 	}
+	if d.Preview != 0 && !s.previewExists(context.WithoutCancel(ctx), a.ID, d.Preview) {
+		// Its pull request closed while it waited: the preview's records
+		// are gone, and this one goes with them.
+		return
+	}
 	s.put(context.WithoutCancel(ctx), &d, l)
 }
 
@@ -139,7 +145,7 @@ func (s *Service) release(ctx context.Context, a App, d *Deploy, env map[string]
 	if a.source != "" {
 		url = a.source
 	}
-	if d.Commit, err = clone(ctx, url, d.Ref, src, s.cfg.MaxRepoBytes, &s.cfg.Git, l); err != nil {
+	if d.Commit, err = s.cloneFor(ctx, a, d, url, src, l); err != nil {
 		if a.source != "" {
 			// The remote's place on the server's disk is not the user's business.
 			return errors.New(strings.ReplaceAll(err.Error(), a.source, a.sourceName()))
@@ -182,6 +188,9 @@ func (s *Service) release(ctx context.Context, a App, d *Deploy, env map[string]
 	runEnv["PORT"] = strconv.Itoa(plan.Port)
 	ttl := int64((s.cfg.BuildTimeout + s.cfg.HealthTimeout + 5*time.Minute) / time.Second)
 	meta := map[string]string{"app": a.Name, "deploy": d.ID}
+	if d.Preview != 0 {
+		meta["preview"] = strconv.Itoa(d.Preview)
+	}
 	l.printf("starting a build machine from template %s", s.cfg.Template)
 	builder, err := s.cfg.Machines.Create(ctx, a.TeamID, sandboxes.CreateParams{Template: s.cfg.Template, TTLSeconds: &ttl,
 		Metadata: with(meta, "role", "build"), ManagedBy: "app:" + a.Name})
@@ -234,7 +243,7 @@ func (s *Service) release(ctx context.Context, a App, d *Deploy, env map[string]
 	if _, err := g.Exec(ctx, start, nil, func(pandastack.ExecEvent) error { return nil }); err != nil {
 		return fmt.Errorf("start the app: %w", err)
 	}
-	host := s.host(a.Name)
+	host := s.deployHost(a.Name, d.Preview)
 	if err := s.healthy(ctx, g, host, plan.Port, a.HealthPath, a.healthTimeout(), l); err != nil {
 		return err
 	}
@@ -252,7 +261,8 @@ func (s *Service) release(ctx context.Context, a App, d *Deploy, env map[string]
 		s.deleteSnapshot(sn.ID)
 		return fmt.Errorf("start the release from its snapshot: %w", err)
 	}
-	rel := Release{ID: pandastack.NewID("rel_"), AppID: a.ID, DeployID: d.ID, SnapshotID: sn.ID, MachineID: m.ID, Port: plan.Port, CreatedAt: now()}
+	rel := Release{ID: pandastack.NewID("rel_"), AppID: a.ID, DeployID: d.ID, SnapshotID: sn.ID, MachineID: m.ID, Port: plan.Port,
+		Preview: d.Preview, CreatedAt: now()}
 	drop := func() {
 		s.kill(m.ID)
 		s.deleteSnapshot(sn.ID)
@@ -268,6 +278,9 @@ func (s *Service) release(ctx context.Context, a App, d *Deploy, env map[string]
 	if err := s.cfg.Store.PutRelease(context.WithoutCancel(ctx), rel); err != nil {
 		drop()
 		return fmt.Errorf("record release: %w", err)
+	}
+	if d.Preview != 0 {
+		return s.promotePreview(ctx, a, d, rel, l)
 	}
 	_, err = s.promote(ctx, a.ID, d, rel, l)
 	return err

@@ -236,7 +236,7 @@ func (s *Service) ServeGit(w http.ResponseWriter, r *http.Request, teamID, name,
 	if after == "" || after == before {
 		return nil
 	}
-	d, err := s.startDeployAs(context.WithoutCancel(ctx), a, a.Branch, "", depID)
+	d, err := s.startDeployAs(context.WithoutCancel(ctx), a, a.Branch, "", depID, 0)
 	if err != nil {
 		s.log.Error("queue deploy of a push", "app", a.Name, "err", err)
 		return nil

@@ -76,22 +76,28 @@ type Deploy struct {
 	// Error says why a failed deploy failed.
 	Error string `json:"error,omitempty"`
 	// DeliveryID is the GitHub delivery that asked for it ("" otherwise).
-	DeliveryID string    `json:"delivery_id,omitempty"`
-	Log        string    `json:"-"`
-	CreatedAt  time.Time `json:"created_at"`
-	UpdatedAt  time.Time `json:"updated_at"`
+	DeliveryID string `json:"delivery_id,omitempty"`
+	// Preview is the pull request number a preview deploy builds (0: a
+	// deploy of the app itself).
+	Preview   int       `json:"preview,omitempty"`
+	Log       string    `json:"-"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // Release is a deploy that passed its health check: the snapshot of its
 // running app and the service machine restored from it.
 type Release struct {
-	ID         string    `json:"id"`
-	AppID      string    `json:"app_id"`
-	DeployID   string    `json:"deploy_id"`
-	SnapshotID string    `json:"snapshot_id"`
-	MachineID  string    `json:"machine_id"`
-	Port       int       `json:"port"`
-	CreatedAt  time.Time `json:"created_at"`
+	ID         string `json:"id"`
+	AppID      string `json:"app_id"`
+	DeployID   string `json:"deploy_id"`
+	SnapshotID string `json:"snapshot_id"`
+	MachineID  string `json:"machine_id"`
+	Port       int    `json:"port"`
+	// Preview is the pull request number of a preview's release (0: one
+	// of the app's own).
+	Preview   int       `json:"preview,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
 }
 
 // Store keeps apps, deploys and releases (internal/store/sqlite).
@@ -118,9 +124,48 @@ type Store interface {
 	ListDeploys(ctx context.Context, appID string) ([]Deploy, error)
 
 	PutRelease(ctx context.Context, r Release) error
-	// ListReleases lists an app's releases, newest first.
+	// ListReleases lists an app's own releases (not its previews'),
+	// newest first.
 	ListReleases(ctx context.Context, appID string) ([]Release, error)
 	DeleteRelease(ctx context.Context, id string) error
+
+	// PutPreview writes a preview (insert or replace).
+	PutPreview(ctx context.Context, p Preview) error
+	// GetPreview finds an app's preview by number (ENotFound).
+	GetPreview(ctx context.Context, appID string, number int) (Preview, error)
+	// ListPreviews lists an app's previews (every app's for ""), by number.
+	ListPreviews(ctx context.Context, appID string) ([]Preview, error)
+	// ListPreviewReleases lists the releases of an app's preview number
+	// (every preview's for 0), newest first.
+	ListPreviewReleases(ctx context.Context, appID string, number int) ([]Release, error)
+	// RecordDelivery remembers a webhook delivery of the app's:
+	// EConflict when it was recorded before.
+	RecordDelivery(ctx context.Context, appID, delivery string) error
+	// DeletePreview forgets a preview with its deploys and release
+	// records (the caller dropped the machines and snapshots).
+	DeletePreview(ctx context.Context, appID string, number int) error
+}
+
+// Preview is a pull request's build of an app, served at
+// pr-N--NAME.apps.DOMAIN until the pull request closes. It never touches
+// the app's live release or route.
+type Preview struct {
+	AppID  string `json:"app_id"`
+	Number int    `json:"number"`
+	// HeadRef and HeadSHA are the pull request's head branch and commit
+	// as the last delivery named them.
+	HeadRef string `json:"head_ref"`
+	HeadSHA string `json:"head_sha"`
+	// DeployID is the preview's newest deploy; LiveDeployID the one
+	// whose release serves it ("" before one went live).
+	DeployID     string `json:"deploy_id"`
+	LiveDeployID string `json:"live_deploy_id"`
+	// Status is the newest deploy's status; URL where the preview is
+	// served (filled in by the service).
+	Status    string    `json:"status,omitempty"`
+	URL       string    `json:"url"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // sourceName is what a deploy's log calls the repository it clones.

@@ -53,13 +53,19 @@ func (b *backend) Dial(ctx context.Context) (net.Conn, error) {
 // register routes the app's host to a new backend; nil when the host is
 // taken.
 func (s *Service) register(a App) *backend {
-	b := &backend{guests: s.cfg.Engine, name: a.Name}
-	if err := s.cfg.Routes.Register(router.Route{Host: s.host(a.Name), Kind: router.HTTP, Backend: b,
+	return s.registerHost(a.ID, s.host(a.Name), a.Name)
+}
+
+// registerHost routes host to a new backend kept under key (an app id,
+// or a preview's previewKey); nil when the host is taken.
+func (s *Service) registerHost(key, host, name string) *backend {
+	b := &backend{guests: s.cfg.Engine, name: name}
+	if err := s.cfg.Routes.Register(router.Route{Host: host, Kind: router.HTTP, Backend: b,
 		Access: router.Access{Public: true}}); err != nil {
 		return nil
 	}
 	s.mu.Lock()
-	s.backends[a.ID] = b
+	s.backends[key] = b
 	s.mu.Unlock()
 	return b
 }
@@ -71,6 +77,7 @@ func (s *Service) unregister(a App) {
 	s.mu.Unlock()
 }
 
+// backendOf is the backend kept under key (an app id or a previewKey).
 func (s *Service) backendOf(appID string) *backend {
 	s.mu.Lock()
 	defer s.mu.Unlock()

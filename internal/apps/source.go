@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -43,21 +44,34 @@ func clone(ctx context.Context, url, ref, dir string, maxBytes int64, guard *Git
 			return "", fmt.Errorf("clone %s: %w", url, err)
 		}
 	}
-	args := append(pin, "-c", "core.hooksPath=/dev/null", "-c", "protocol.allow=never",
+	config := append(pin, "-c", "core.hooksPath=/dev/null", "-c", "protocol.allow=never",
 		"-c", "protocol.file.allow=always", "-c", "protocol.git.allow=always", "-c", "protocol.http.allow=always",
-		"-c", "protocol.https.allow=always", "-c", "protocol.ssh.allow=always",
-		"clone", "--quiet", "--depth", "1", "--single-branch", "--no-tags", "--branch", ref, "--", src, dir)
-	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, "git", args...)
-	cmd.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "GIT_TERMINAL_PROMPT=0", "GIT_CONFIG_NOSYSTEM=1",
-		"GIT_SSH_COMMAND=ssh -o BatchMode=yes -o StrictHostKeyChecking=accept-new", "GIT_ASKPASS=/bin/false", "LC_ALL=C"}
-	cmd.Stdout, cmd.Stderr = &stderr, &stderr
-	if err := cmd.Run(); err != nil {
-		msg := strings.TrimSpace(stderr.String())
-		if ctx.Err() != nil {
-			msg = fmt.Sprintf("timed out after %s", cloneTimeout)
+		"-c", "protocol.https.allow=always", "-c", "protocol.ssh.allow=always")
+	steps := [][]string{{"clone", "--quiet", "--depth", "1", "--single-branch", "--no-tags", "--branch", ref, "--", src, dir}}
+	if strings.HasPrefix(ref, "refs/") {
+		// A ref that is no branch or tag (GitHub's refs/pull/N/head):
+		// clone --branch takes neither, a fetch of it does.
+		steps = [][]string{{"init", "--quiet", dir},
+			{"-C", dir, "fetch", "--quiet", "--depth", "1", "--no-tags", "--", src, ref},
+			{"-C", dir, "checkout", "--quiet", "FETCH_HEAD"}}
+	}
+	for _, step := range steps {
+		var stderr bytes.Buffer
+		cmd := exec.CommandContext(ctx, "git", slices.Concat(config, step)...)
+		cmd.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "GIT_TERMINAL_PROMPT=0", "GIT_CONFIG_NOSYSTEM=1",
+			"GIT_SSH_COMMAND=ssh -o BatchMode=yes -o StrictHostKeyChecking=accept-new", "GIT_ASKPASS=/bin/false", "LC_ALL=C"}
+		cmd.Stdout, cmd.Stderr = &stderr, &stderr
+		if err := cmd.Run(); err != nil {
+			msg := strings.TrimSpace(stderr.String())
+			if ctx.Err() != nil {
+				msg = fmt.Sprintf("timed out after %s", cloneTimeout)
+			}
+			what := "branch"
+			if strings.HasPrefix(ref, "refs/") {
+				what = "ref"
+			}
+			return "", fmt.Errorf("clone %s (%s %s): %s", url, what, ref, oneLine(msg))
 		}
-		return "", fmt.Errorf("clone %s (branch %s): %s", url, ref, oneLine(msg))
 	}
 	size, err := dirSize(dir)
 	if err != nil {

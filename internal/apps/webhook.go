@@ -17,6 +17,10 @@ type HookResult struct {
 	Deploy *Deploy `json:"deploy,omitempty"`
 	// Ignored says why it queued none.
 	Ignored string `json:"ignored,omitempty"`
+	// Preview is the preview a pull_request delivery opened or updated.
+	Preview *Preview `json:"preview,omitempty"`
+	// Removed: a closed pull request's preview was removed.
+	Removed bool `json:"removed,omitempty"`
 }
 
 // pushEvent is what a push delivery carries that matters here.
@@ -30,7 +34,8 @@ type pushEvent struct {
 // X-Hub-Signature-256 HMAC of the raw body with the app's secret must
 // match (else EUnauthorized, the same for an unknown app); a push to the
 // app's branch queues a deploy once per delivery id (a replay queues
-// nothing); pings, other events, other branches, tags and branch
+// nothing); a pull_request opens, updates or removes the pull request's
+// preview (pullRequest); pings, other events, other branches, tags and branch
 // deletions are ignored.
 func (s *Service) GitHubHook(ctx context.Context, appID, event, delivery, signature string, body []byte) (HookResult, error) {
 	unauthorized := pandastack.Errorf(pandastack.EUnauthorized, "the X-Hub-Signature-256 header does not match the body signed with the app's webhook secret")
@@ -55,12 +60,15 @@ func (s *Service) GitHubHook(ctx context.Context, appID, event, delivery, signat
 	switch event {
 	case "ping":
 		return HookResult{Ignored: "ping"}, nil
-	case "push":
+	case "push", "pull_request":
 	default:
 		return HookResult{Ignored: "event " + event + " is not handled"}, nil
 	}
 	if delivery == "" || len(delivery) > 100 {
 		return HookResult{}, pandastack.Errorf(pandastack.EInvalid, "X-GitHub-Delivery is required (at most 100 characters)")
+	}
+	if event == "pull_request" {
+		return s.pullRequest(ctx, a, delivery, body)
 	}
 	var push pushEvent
 	if err := json.Unmarshal(body, &push); err != nil {

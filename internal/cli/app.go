@@ -15,6 +15,7 @@ func appCommands() []command {
 		{"status", "show an app and its deploys", runAppStatus},
 		{"logs", "print a deploy's log (default the newest deploy)", runAppLogs},
 		{"rollback", "serve the previous release again", runAppRollback},
+		{"previews", "list the app's pull request previews", runAppPreviews},
 		{"remote", "print the app's git remote URL (git push there deploys)", runAppRemote},
 		{"ls", "list apps", runAppList},
 		{"rm", "delete an app with its releases", runAppRemove},

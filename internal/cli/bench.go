@@ -72,7 +72,7 @@ func runBench(ctx context.Context, s *streams, args []string) (code int) {
 	dbs := p.fs.Bool("databases", false, "instead: measure managed databases: --db-n creates until the first query, wakes, forks, and warm SQL-over-HTTP queries")
 	dbN := p.fs.Int("db-n", 5, "with --databases: creates, wakes and forks to measure")
 	dbHost := p.fs.String("db-host", "", "with --databases: where the database router listens (default: the server's host)")
-	appsPart := p.fs.Bool("apps", false, "instead: deploy a Python app by git push and measure deploy and redeploy until the first 200, warm requests through the router, --app-n first requests after scale to zero, and rollbacks, with a plain sandbox wake and create as floors (needs git)")
+	appsPart := p.fs.Bool("apps", false, "instead: deploy a Python app by git push and measure deploy and redeploy until the first 200, warm requests through the router, --app-n first requests after scale to zero, rollbacks, and 2,000 requests at 50/s (open loop) across a redeploy, with a plain sandbox wake and create as floors (needs git)")
 	appN := p.fs.Int("app-n", 10, "with --apps: wakes to measure (10× as many warm requests; up to 5 rollbacks of each kind)")
 	if _, code, ok := p.parse(s, args, 0); !ok {
 		return code

@@ -56,6 +56,8 @@ type appsBenchResult struct {
 	Rollbacks             int     `json:"app_rollbacks"`
 	RollbackWarmP50       float64 `json:"app_rollback_warm_p50_ms"`
 	RollbackHibernatedP50 float64 `json:"app_rollback_hibernated_p50_ms"`
+	// 2,000 requests at 50 a second across a redeploy (benchapps_load.go).
+	appLoadResult
 }
 
 // benchAppSource is the benched app: a Python standard-library server
@@ -67,7 +69,10 @@ class H(http.server.BaseHTTPRequestHandler):
         self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers(); self.wfile.write(body)
     def log_message(self, *a):
         pass
-http.server.ThreadingHTTPServer(("", int(os.environ["PORT"])), H).serve_forever()
+class S(http.server.ThreadingHTTPServer):
+    request_queue_size = 128  # the listen backlog (Python's default is 5)
+    daemon_threads = True
+S(("", int(os.environ["PORT"])), H).serve_forever()
 `
 
 // benchAppIdle is the benched app's auto-hibernate: short, so the wakes
@@ -76,18 +81,22 @@ const benchAppIdle = 2
 
 // appBench drives one app through the API and its router.
 type appBench struct {
-	c     *sdk.Client
-	key   string
-	name  string
-	app   *sdk.App
-	work  string // the local repository pushed from
+	c    *sdk.Client
+	key  string
+	name string
+	app  *sdk.App
+	work string // the local repository pushed from
+	// files is the app's source, VERSION replaced (nil: benchAppSource as
+	// main.py).
+	files map[string]string
 	keep  *http.Client
 	fresh *http.Client
 }
 
 // benchApps measures the app product with an app of its own (deleted at
 // the end): two deploys by git push, warm requests, n wakes after scale
-// to zero, and rollbacks; then its floors.
+// to zero, rollbacks; 2,000 requests at 50/s across a Node app's redeploy;
+// then its floors.
 func benchApps(ctx context.Context, c *sdk.Client, key string, n int, progress func(string, ...any)) (*appsBenchResult, error) {
 	if _, err := exec.LookPath("git"); err != nil {
 		return nil, fmt.Errorf("bench --apps pushes with git: %w", err)
@@ -186,6 +195,11 @@ func benchApps(ctx context.Context, c *sdk.Client, key string, n int, progress f
 	}
 	res.RollbackWarmP50, res.RollbackHibernatedP50 = pct(rbWarm, 50), pct(rbCold, 50)
 
+	progress("%d requests at %d/s, open loop, across a redeploy of a Node app", appLoadRequests, appLoadRate)
+	if res.appLoadResult, err = benchLoad(ctx, c, key); err != nil {
+		return nil, fmt.Errorf("load across a deploy: %w", err)
+	}
+
 	progress("floors: %d plain sandbox wakes, HTTP through its port proxy, and %d creates from the base template", n, n)
 	if res.SandboxWakeP50, res.ProxyFloorP50, err = sandboxFloors(ctx, c, key, n); err != nil {
 		return nil, fmt.Errorf("sandbox floors: %w", err)
@@ -202,8 +216,14 @@ func benchApps(ctx context.Context, c *sdk.Client, key string, n int, progress f
 // deploy commits the app at version, pushes it to the app's remote and
 // returns the ms until a request answers that version.
 func (b *appBench) deploy(ctx context.Context, version string) (float64, error) {
-	if err := os.WriteFile(filepath.Join(b.work, "main.py"), []byte(strings.ReplaceAll(benchAppSource, "VERSION", version)), 0o644); err != nil {
-		return 0, err
+	files := map[string]string{"main.py": benchAppSource}
+	if b.files != nil {
+		files = b.files
+	}
+	for name, src := range files {
+		if err := os.WriteFile(filepath.Join(b.work, name), []byte(strings.ReplaceAll(src, "VERSION", version)), 0o644); err != nil {
+			return 0, err
+		}
 	}
 	if err := b.git("add", "-A"); err != nil {
 		return 0, err

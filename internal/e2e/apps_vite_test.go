@@ -104,6 +104,10 @@ func TestAppsVite(t *testing.T) {
 		}
 	})
 
+	// On this server too, since it reaches the npm registry
+	// (apps_express_test.go).
+	t.Run("an Express app deploys from git and answers JSON", func(t *testing.T) { testExpressApp(t, s, c, gs) })
+
 	if err := c.DeleteApp(ctx, "vite"); err != nil {
 		t.Fatal(err)
 	}

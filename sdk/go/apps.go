@@ -66,7 +66,8 @@ type Deploy struct {
 	Framework  string    `json:"framework,omitempty"`
 	Error      string    `json:"error,omitempty"`
 	DeliveryID string    `json:"delivery_id,omitempty"`
-	Log        string    `json:"log,omitempty"` // GetDeploy only
+	Preview    int       `json:"preview,omitempty"` // the pull request a preview deploy builds (0: the app itself)
+	Log        string    `json:"log,omitempty"`     // GetDeploy only
 	CreatedAt  time.Time `json:"created_at"`
 	UpdatedAt  time.Time `json:"updated_at"`
 }
@@ -181,4 +182,29 @@ func (c *Client) RollbackApp(ctx context.Context, name, deployID string) (*Deplo
 		return nil, err
 	}
 	return d, nil
+}
+
+// Preview is a pull request's preview of an app, served at URL
+// (pr-N--NAME.apps.DOMAIN) until the pull request closes. GitHub's
+// pull_request webhook opens, updates and removes it.
+type Preview struct {
+	AppID        string    `json:"app_id"`
+	Number       int       `json:"number"`
+	HeadRef      string    `json:"head_ref"`
+	HeadSHA      string    `json:"head_sha"`
+	DeployID     string    `json:"deploy_id"`      // the newest deploy
+	LiveDeployID string    `json:"live_deploy_id"` // the deploy serving it ("" before one went live)
+	Status       string    `json:"status,omitempty"`
+	URL          string    `json:"url"`
+	CreatedAt    time.Time `json:"created_at"`
+	UpdatedAt    time.Time `json:"updated_at"`
+}
+
+// ListPreviews lists an app's pull request previews, by number.
+func (c *Client) ListPreviews(ctx context.Context, name string) ([]Preview, error) {
+	var out struct {
+		Previews []Preview `json:"previews"`
+	}
+	err := c.do(ctx, request{method: "GET", path: appPath(name) + "/previews"}, &out)
+	return out.Previews, err
 }

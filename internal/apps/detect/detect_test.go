@@ -33,6 +33,9 @@ func TestFixtures(t *testing.T) {
 		{"node-plain", detect.Plan{Framework: detect.Node, Start: "npm start", Port: 3000}},
 		{"node-main-yarn", detect.Plan{Framework: detect.Node, Install: "npx --yes yarn install --frozen-lockfile", Start: "node src/app.js", Port: 3000}},
 		{"node-no-main", detect.Plan{Framework: detect.Node, Install: "npm install", Start: "node server.js", Port: 3000}},
+		// An Express app with a public/ directory of its own is a node app,
+		// not a static site; its lockfile makes the install `npm ci`.
+		{"node-express", detect.Plan{Framework: detect.Node, Install: "npm ci", Start: "npm start", Port: 3000}},
 		// A Python app whose package.json only builds assets.
 		{"python-with-assets", detect.Plan{Framework: detect.Python, Install: "pip install --break-system-packages -r requirements.txt",
 			Build: "npm install && npm run build", Start: "python3 app.py", Port: 8000}},

@@ -113,7 +113,7 @@ func (s *Store) DeleteApp(ctx context.Context, id string) error {
 	return nil
 }
 
-const deployColumns = `id, app_id, status, ref, commit_sha, framework, error, delivery_id, created_at, updated_at`
+const deployColumns = `id, app_id, status, ref, commit_sha, framework, error, delivery_id, preview, created_at, updated_at`
 
 // PutDeploy inserts or replaces a deploy.
 func (s *Store) PutDeploy(ctx context.Context, d apps.Deploy) error {
@@ -128,10 +128,10 @@ func (s *Store) PutDeploy(ctx context.Context, d apps.Deploy) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.w.ExecContext(ctx, `INSERT INTO app_deploys (`+deployColumns+`, log) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	_, err = s.w.ExecContext(ctx, `INSERT INTO app_deploys (`+deployColumns+`, log) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET status = excluded.status, ref = excluded.ref, commit_sha = excluded.commit_sha,
 		framework = excluded.framework, error = excluded.error, log = excluded.log, updated_at = excluded.updated_at`,
-		d.ID, d.AppID, d.Status, d.Ref, d.Commit, d.Framework, d.Error, d.DeliveryID, created, updated, d.Log)
+		d.ID, d.AppID, d.Status, d.Ref, d.Commit, d.Framework, d.Error, d.DeliveryID, d.Preview, created, updated, d.Log)
 	if isUniqueViolation(err) {
 		return conflict(err, "delivery %s was already received", d.DeliveryID)
 	}
@@ -144,7 +144,7 @@ func (s *Store) PutDeploy(ctx context.Context, d apps.Deploy) error {
 func scanDeploy(row interface{ Scan(...any) error }, withLog bool) (apps.Deploy, error) {
 	var d apps.Deploy
 	var created, updated string
-	dst := []any{&d.ID, &d.AppID, &d.Status, &d.Ref, &d.Commit, &d.Framework, &d.Error, &d.DeliveryID, &created, &updated}
+	dst := []any{&d.ID, &d.AppID, &d.Status, &d.Ref, &d.Commit, &d.Framework, &d.Error, &d.DeliveryID, &d.Preview, &created, &updated}
 	if withLog {
 		dst = append(dst, &d.Log)
 	}
@@ -189,7 +189,7 @@ func (s *Store) ListDeploys(ctx context.Context, appID string) ([]apps.Deploy, e
 	return out, rows.Err()
 }
 
-const releaseColumns = `id, app_id, deploy_id, snapshot_id, machine_id, port, created_at`
+const releaseColumns = `id, app_id, deploy_id, snapshot_id, machine_id, port, preview, created_at`
 
 // PutRelease records a release.
 func (s *Store) PutRelease(ctx context.Context, r apps.Release) error {
@@ -200,17 +200,23 @@ func (s *Store) PutRelease(ctx context.Context, r apps.Release) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.w.ExecContext(ctx, `INSERT OR REPLACE INTO app_releases (`+releaseColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		r.ID, r.AppID, r.DeployID, r.SnapshotID, r.MachineID, r.Port, created)
+	_, err = s.w.ExecContext(ctx, `INSERT OR REPLACE INTO app_releases (`+releaseColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		r.ID, r.AppID, r.DeployID, r.SnapshotID, r.MachineID, r.Port, r.Preview, created)
 	if err != nil {
 		return fmt.Errorf("put release %s: %w", r.ID, err)
 	}
 	return nil
 }
 
-// ListReleases returns an app's releases, newest first.
+// ListReleases returns an app's own releases (not its previews'),
+// newest first.
 func (s *Store) ListReleases(ctx context.Context, appID string) ([]apps.Release, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT `+releaseColumns+` FROM app_releases WHERE app_id = ? ORDER BY created_at DESC, id DESC`, appID)
+	return s.listReleases(ctx, `SELECT `+releaseColumns+` FROM app_releases WHERE app_id = ? AND preview = 0
+		ORDER BY created_at DESC, id DESC`, appID)
+}
+
+func (s *Store) listReleases(ctx context.Context, q string, args ...any) ([]apps.Release, error) {
+	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list releases: %w", err)
 	}
@@ -219,7 +225,7 @@ func (s *Store) ListReleases(ctx context.Context, appID string) ([]apps.Release,
 	for rows.Next() {
 		var r apps.Release
 		var created string
-		if err := rows.Scan(&r.ID, &r.AppID, &r.DeployID, &r.SnapshotID, &r.MachineID, &r.Port, &created); err != nil {
+		if err := rows.Scan(&r.ID, &r.AppID, &r.DeployID, &r.SnapshotID, &r.MachineID, &r.Port, &r.Preview, &created); err != nil {
 			return nil, fmt.Errorf("list releases: %w", err)
 		}
 		if r.CreatedAt, err = decodeTime("created_at", created); err != nil {

@@ -82,6 +82,13 @@ class Apps:
         """The app's deploys, newest first, without logs."""
         return list(self._c._t.call("GET", _path(name) + "/deploys").get("deploys") or [])
 
+    def previews(self, name: str) -> List[Dict[str, Any]]:
+        """The app's pull request previews, by number: each served at its
+        ``url`` (pr-N--NAME.apps.DOMAIN) until the pull request closes.
+        GitHub's pull_request webhook opens, updates and removes them; their
+        deploys are the app's deploys with ``preview`` set to the number."""
+        return list(self._c._t.call("GET", _path(name) + "/previews").get("previews") or [])
+
     def get_deploy(self, name: str, deploy_id: str) -> Dict[str, Any]:
         """A deploy with its log so far."""
         return self._c._t.call("GET", _deploy_path(name, deploy_id))

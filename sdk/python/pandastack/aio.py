@@ -191,6 +191,9 @@ class AsyncApps:
     async def deploys(self, name: str) -> List[Dict[str, Any]]:
         return await _run(self._c.sync.apps.deploys, name)
 
+    async def previews(self, name: str) -> List[Dict[str, Any]]:
+        return await _run(self._c.sync.apps.previews, name)
+
     async def get_deploy(self, name: str, deploy_id: str) -> Dict[str, Any]:
         return await _run(self._c.sync.apps.get_deploy, name, deploy_id)
 

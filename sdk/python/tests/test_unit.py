@@ -113,6 +113,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             return self.wfile.write(data)
+        if path == "/v1/apps/web/previews" and self.command == "GET":
+            return self._json(200, {"previews": [{"app_id": "app_1", "number": 7, "url": "http://pr-7--web.apps.localhost",
+                                                  "deploy_id": "dep_7", "live_deploy_id": "dep_7", "status": "live"}]})
         if path == "/v1/apps/web/rollback" and self.command == "POST":
             srv.app_requests.append(json.loads(body["data"]) if body["size"] else None)
             return self._json(200, dict(dep, id="dep_0", status="live"))
@@ -389,6 +392,7 @@ class LocalServerTest(unittest.TestCase):
         done = c.apps.wait_deploy("web", "dep_1", poll_interval=0.01)
         self.assertEqual((done["status"], done["framework"], self.srv.polls), ("live", "static", 2))
         self.assertIn("framework static", c.apps.logs("web", "dep_1"))
+        self.assertEqual([(p["number"], p["url"]) for p in c.apps.previews("web")], [(7, "http://pr-7--web.apps.localhost")])
         r = c.apps.rollback("web")
         self.assertEqual((r["id"], r["status"], self.srv.app_requests[-1]), ("dep_0", "live", None))
         c.apps.rollback("web", "dep_0")

@@ -49,6 +49,8 @@ export interface Deploy {
   error?: string | undefined;
   /** The GitHub delivery that asked for it. */
   deliveryId?: string | undefined;
+  /** The pull request a preview deploy builds (unset: a deploy of the app itself). */
+  preview?: number | undefined;
   /** The build log so far (`get` and `wait` only). */
   log?: string | undefined;
   createdAt: Date;
@@ -102,9 +104,56 @@ export interface WireDeploy {
   framework?: string;
   error?: string;
   delivery_id?: string;
+  preview?: number;
   log?: string;
   created_at: string;
   updated_at: string;
+}
+
+/** A pull request's preview of an app, served at `url` (pr-N--NAME.apps.DOMAIN) until the pull request closes. */
+export interface Preview {
+  appId: string;
+  /** The pull request number. */
+  number: number;
+  headRef: string;
+  headSha: string;
+  /** The preview's newest deploy; `liveDeployId` the one serving it ("" before one went live). */
+  deployId: string;
+  liveDeployId: string;
+  status?: DeployStatus | undefined;
+  url: string;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+/** @internal */
+export interface WirePreview {
+  app_id: string;
+  number: number;
+  head_ref: string;
+  head_sha: string;
+  deploy_id: string;
+  live_deploy_id: string;
+  status?: string;
+  url: string;
+  created_at: string;
+  updated_at: string;
+}
+
+/** @internal */
+export function toPreview(w: WirePreview): Preview {
+  return {
+    appId: w.app_id,
+    number: w.number,
+    headRef: w.head_ref,
+    headSha: w.head_sha,
+    deployId: w.deploy_id,
+    liveDeployId: w.live_deploy_id,
+    status: (w.status || undefined) as DeployStatus | undefined,
+    url: w.url,
+    createdAt: new Date(w.created_at),
+    updatedAt: new Date(w.updated_at),
+  };
 }
 
 /** @internal */
@@ -142,6 +191,7 @@ export function toDeploy(w: WireDeploy): Deploy {
     framework: w.framework || undefined,
     error: w.error || undefined,
     deliveryId: w.delivery_id || undefined,
+    preview: w.preview || undefined,
     log: w.log,
     createdAt: new Date(w.created_at),
     updatedAt: new Date(w.updated_at),
@@ -221,6 +271,12 @@ export class Apps {
   async deploys(name: string, opts: RequestOptions = {}): Promise<Deploy[]> {
     const w = await this.#http.json<{ deploys: WireDeploy[] | null }>({ method: "GET", path: appPath(name) + "/deploys", signal: opts.signal });
     return (w.deploys ?? []).map(toDeploy);
+  }
+
+  /** Lists the app's pull request previews, by number (GitHub's pull_request webhook opens, updates and removes them). */
+  async previews(name: string, opts: RequestOptions = {}): Promise<Preview[]> {
+    const w = await this.#http.json<{ previews: WirePreview[] | null }>({ method: "GET", path: appPath(name) + "/previews", signal: opts.signal });
+    return (w.previews ?? []).map(toPreview);
   }
 
   /** Fetches a deploy with its log so far. */

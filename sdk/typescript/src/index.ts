@@ -20,7 +20,7 @@
 
 export { PandaStack, Templates, Keys, Volumes, QuotasAPI, Snapshots, DEFAULT_BASE_URL, type ClientOptions } from "./client.js";
 export { Databases, type Database, type DatabaseBackup, type DatabaseBackupList } from "./databases.js";
-export { Apps, deployDone, type App, type CreateAppParams, type Deploy, type DeployStatus } from "./apps.js";
+export { Apps, deployDone, type App, type CreateAppParams, type Deploy, type DeployStatus, type Preview } from "./apps.js";
 export { Sandbox, Sandboxes, CommandHandle } from "./sandbox.js";
 export { Filesystem, type ReadOptions } from "./filesystem.js";
 export {

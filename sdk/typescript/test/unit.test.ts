@@ -812,6 +812,10 @@ describe("apps", () => {
         return res.end("cloning\nframework static\n");
       }
       if (req.url === "/v1/apps/web/deploys") return json(res, 200, { deploys: [wd] });
+      if (req.url === "/v1/apps/web/previews") {
+        return json(res, 200, { previews: [{ app_id: "app_1", number: 7, head_ref: "feature", head_sha: "b".repeat(40), deploy_id: "dep_7",
+          live_deploy_id: "dep_7", status: "live", url: "http://pr-7--web.apps.localhost", created_at: "2025-01-02T03:04:05Z", updated_at: "2025-01-02T03:04:05Z" }] });
+      }
       if (req.url === "/v1/apps/web/rollback") return json(res, 200, { ...wd, id: "dep_0", status: "live" });
       if (req.method === "GET" && req.url === "/v1/apps/web") return json(res, 200, wa);
       if (req.method === "DELETE" && req.url === "/v1/apps/web") return void res.writeHead(204).end();
@@ -825,6 +829,8 @@ describe("apps", () => {
     assert.deepEqual([done.status, done.framework, done.log, polls], ["live", "static", "cloning\n", 2]);
     assert.match(await c.apps.logs("web", "dep_1"), /framework static/);
     assert.equal((await c.apps.deploys("web"))[0]!.id, "dep_1");
+    const [pr] = await c.apps.previews("web");
+    assert.deepEqual([pr!.number, pr!.url, pr!.liveDeployId, pr!.createdAt.getUTCFullYear()], [7, "http://pr-7--web.apps.localhost", "dep_7", 2025]);
     const r = await c.apps.rollback("web", { deployId: "dep_0" });
     assert.deepEqual(JSON.parse(seen.at(-1)!.body.toString()), { deploy_id: "dep_0" });
     assert.deepEqual([r.id, r.status], ["dep_0", "live"]);
