@@ -67,9 +67,9 @@ func benchBackups(ctx context.Context, c *sdk.Client, d *sdk.Database, n int, ta
 }
 
 // restorableMoment is a second past the earliest moment database id's
-// backups restore to (that moment itself, the end of the first backup, the
-// server counts as outside the window), once it is two seconds past: the
-// server archives the running database's WAL up to then for the restore.
+// backups restore to (the end of the first backup), once it is two seconds
+// past: the server archives the running database's WAL up to then for the
+// restore, which then replays some WAL, as a restore usually does.
 func restorableMoment(ctx context.Context, c *sdk.Client, id string) (time.Time, error) {
 	l, err := c.ListDatabaseBackups(ctx, id)
 	if err != nil {

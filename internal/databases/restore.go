@@ -126,7 +126,9 @@ func (s *Service) restorePlan(ctx context.Context, src pandastack.Database, targ
 		if first.ID == "" {
 			first = b
 		}
-		if b.FinishedAt.Before(target) {
+		// Its end is inside the window: FinishedAt is taken after the
+		// backup's end record, so recovery is consistent before target.
+		if !b.FinishedAt.After(target) {
 			base = b
 		}
 	}
