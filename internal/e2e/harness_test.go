@@ -150,6 +150,10 @@ func removeDataDir(dir string) {
 	for i := 0; i < 50 && len(qemuProcesses(dir)) > 0; i++ {
 		time.Sleep(100 * time.Millisecond)
 	}
+	if nss, links, tables, err := countNetObjects(dir); err == nil && nss+links+tables > 0 {
+		fmt.Fprintf(os.Stderr, "e2e: removing the network left by the server on %s: %d namespaces, %d host links, %d tables\n", dir, nss, links, tables)
+		removeNetObjects(dir)
+	}
 	if err := cowfs.Unmount(filepath.Join(dir, "cow")); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 	}

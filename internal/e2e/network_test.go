@@ -498,6 +498,29 @@ func countNetObjects(dataDir string) (nss, links, tables int, err error) {
 	return nss, links, tables, nil
 }
 
+// removeNetObjects deletes what countNetObjects counts: the namespaces,
+// host links and nftables table of the server on dataDir, once it has
+// stopped. A run that failed (a server killed, a VM left) must not leave
+// them on the host.
+func removeNetObjects(dataDir string) {
+	prefix := network.Prefix(dataDir)
+	ents, _ := os.ReadDir("/run/netns")
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), prefix+"-") {
+			_ = exec.Command("ip", "netns", "delete", e.Name()).Run()
+		}
+	}
+	if out, err := exec.Command("ip", "-br", "link").Output(); err == nil {
+		for _, l := range strings.Split(string(out), "\n") {
+			if name, _, _ := strings.Cut(l, " "); strings.HasPrefix(name, prefix+"h") {
+				name, _, _ = strings.Cut(name, "@")
+				_ = exec.Command("ip", "link", "delete", name).Run()
+			}
+		}
+	}
+	_ = exec.Command("nft", "delete", "table", "ip", "pandastack_"+prefix).Run()
+}
+
 // settledNamespaces counts the server's namespaces once the count has held
 // still for two seconds, every namespace with its link (a pool refill or
 // a spare being made is not half counted).

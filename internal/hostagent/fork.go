@@ -30,6 +30,11 @@ func (a *Agent) Fork(ctx context.Context, req hostapi.ForkRequest) ([]hostapi.Ma
 	if count < 1 || count > MaxForks {
 		return nil, pandastack.Errorf(pandastack.EInvalid, "count must be between 1 and %d", MaxForks)
 	}
+	end, err := a.starts.begin()
+	if err != nil {
+		return nil, err
+	}
+	defer end()
 	t0 := time.Now()
 	dir, err := os.MkdirTemp(a.cfg.SnapshotDir, forkPrefix)
 	if err != nil {

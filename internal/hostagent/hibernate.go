@@ -116,6 +116,11 @@ func (a *Agent) wake(ctx context.Context, s *sandbox) error {
 	}
 	id := s.rec.ID
 	s.mu.Unlock()
+	end, err := a.starts.begin()
+	if err != nil {
+		return err
+	}
+	defer end()
 	t0 := time.Now()
 	snap, err := vmm.LoadSaved(a.hibDir(id))
 	if err != nil {

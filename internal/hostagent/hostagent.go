@@ -77,6 +77,8 @@ type Agent struct {
 	done chan struct{}
 	wg   sync.WaitGroup // auto-hibernations under way
 	bg   sync.WaitGroup // background removals (discard.go)
+	// starts admits the operations that start VMs until Close (starts.go).
+	starts starts
 	// state is the host's records (nil without Config.StateDir);
 	// freshState: it had none when this agent started.
 	state      *hoststate.Dir
@@ -190,6 +192,11 @@ func (a *Agent) Prewarm(ctx context.Context, name string) error {
 // Create starts machine spec.ID from its template build (or snapshot)
 // and waits for its agent.
 func (a *Agent) Create(ctx context.Context, spec hostapi.MachineSpec) (hostapi.Machine, error) {
+	end, err := a.starts.begin()
+	if err != nil {
+		return hostapi.Machine{}, err
+	}
+	defer end()
 	if spec.ID == "" {
 		return hostapi.Machine{}, pandastack.Errorf(pandastack.EInvalid, "a machine needs an id")
 	}
@@ -580,6 +587,8 @@ func expired(rec hostapi.Machine, now time.Time) bool {
 // too (each reported as an event); otherwise they keep running and the
 // next Start re-attaches to them. It closes the event channel last.
 func (a *Agent) Close(ctx context.Context, killAll bool) error {
+	// What is being started is in the table before it is looked at.
+	a.starts.close()
 	if a.stop != nil {
 		a.stop()
 		<-a.done

@@ -153,6 +153,11 @@ func (a *Agent) Inventory(ctx context.Context) (hostapi.Inventory, error) {
 // VM is re-attached, or its hibernated files are kept asleep. An expired
 // machine's VM is killed and m returned ended.
 func (a *Agent) Adopt(ctx context.Context, m hostapi.Machine) (hostapi.Machine, error) {
+	end, err := a.starts.begin()
+	if err != nil {
+		return hostapi.Machine{}, err
+	}
+	defer end()
 	a.mu.Lock()
 	v := a.unclaimed[m.ID]
 	delete(a.unclaimed, m.ID)
