@@ -365,21 +365,14 @@ func (b *appBench) git(args ...string) error {
 // (benchProxy): the wake p50 (until its agent answers) and the GET p50,
 // in ms.
 func sandboxFloors(ctx context.Context, c *sdk.Client, key string, n int) (wake, proxy float64, err error) {
-	sb, err := c.CreateSandbox(ctx, sdk.CreateSandboxParams{Template: "base", TTLSeconds: 900, Metadata: map[string]string{"bench": "1"}})
+	sb, err := floorSandbox(ctx, c)
 	if err != nil {
 		return 0, 0, err
 	}
 	defer sb.Kill(context.WithoutCancel(ctx))
-	var xs []float64
-	for range n {
-		if err := sb.Hibernate(ctx); err != nil {
-			return 0, 0, err
-		}
-		t0 := time.Now()
-		if err := sb.Wake(ctx); err != nil {
-			return 0, 0, err
-		}
-		xs = append(xs, ms(time.Since(t0)))
+	xs, err := wakeSamples(ctx, sb, n)
+	if err != nil {
+		return 0, 0, err
 	}
 	if proxy, err = benchProxy(ctx, c, key, sb); err != nil {
 		return 0, 0, fmt.Errorf("proxy: %w", err)

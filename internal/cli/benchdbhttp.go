@@ -108,21 +108,14 @@ func warmConnQueries(ctx context.Context, d *sdk.Database, routerHost string, n 
 // sandboxWakeFloor hibernates and wakes a plain base sandbox n times: the
 // wake call's p50 and p99, client measured.
 func sandboxWakeFloor(ctx context.Context, c *sdk.Client, n int) (p50, p99 float64, err error) {
-	sb, err := c.CreateSandbox(ctx, sdk.CreateSandboxParams{Template: "base", TTLSeconds: 900, Metadata: map[string]string{"bench": "1"}})
+	sb, err := floorSandbox(ctx, c)
 	if err != nil {
 		return 0, 0, err
 	}
 	defer sb.Kill(context.WithoutCancel(ctx))
-	var xs []float64
-	for range n {
-		if err := sb.Hibernate(ctx); err != nil {
-			return 0, 0, err
-		}
-		t0 := time.Now()
-		if err := sb.Wake(ctx); err != nil {
-			return 0, 0, err
-		}
-		xs = append(xs, ms(time.Since(t0)))
+	xs, err := wakeSamples(ctx, sb, n)
+	if err != nil {
+		return 0, 0, err
 	}
 	return pct(xs, 50), pct(xs, 99), nil
 }

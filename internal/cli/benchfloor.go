@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	sdk "github.com/pandastack/pandastack/sdk/go"
 )
@@ -91,4 +92,27 @@ func measureRestoreFloor(ctx context.Context, c *sdk.Client, tpl string, paralle
 	if parallel == 20 {
 		res.Parallel20Floor = f.ParallelMs
 	}
+}
+
+// floorSandbox is a plain base sandbox for a floor measurement (the
+// caller kills it).
+func floorSandbox(ctx context.Context, c *sdk.Client) (*sdk.Sandbox, error) {
+	return c.CreateSandbox(ctx, sdk.CreateSandboxParams{Template: "base", TTLSeconds: 900, Metadata: map[string]string{"bench": "1"}})
+}
+
+// wakeSamples hibernates and wakes sb n times: each wake call's time,
+// client measured, in ms.
+func wakeSamples(ctx context.Context, sb *sdk.Sandbox, n int) ([]float64, error) {
+	var xs []float64
+	for range n {
+		if err := sb.Hibernate(ctx); err != nil {
+			return nil, err
+		}
+		t0 := time.Now()
+		if err := sb.Wake(ctx); err != nil {
+			return nil, err
+		}
+		xs = append(xs, ms(time.Since(t0)))
+	}
+	return xs, nil
 }

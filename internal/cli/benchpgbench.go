@@ -6,10 +6,10 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"regexp"
 	"strconv"
 	"strings"
 
+	"github.com/pandastack/pandastack/internal/databases"
 	sdk "github.com/pandastack/pandastack/sdk/go"
 )
 
@@ -70,20 +70,20 @@ func benchPgbench(ctx context.Context, c *sdk.Client, d *sdk.Database, routerHos
 		if err != nil {
 			return res, fmt.Errorf("pgbench through the router: %w", err)
 		}
-		routed = append(routed, out.tps)
-		res.PgbenchHostVersion = out.version
+		routed = append(routed, out.TPS)
+		res.PgbenchHostVersion = out.Version
 		pout, err := runPgbench(ctx, d.Password, append(run, pooled)...)
 		if err != nil {
 			return res, fmt.Errorf("pgbench through the pooler: %w", err)
 		}
-		pooledTPS = append(pooledTPS, pout.tps)
+		pooledTPS = append(pooledTPS, pout.TPS)
 		in, err := c.BenchDatabasePgbench(ctx, d.ID, sdk.PgbenchParams{Clients: pgbenchClients, Seconds: pgbenchSeconds, SelectOnly: true})
 		if err != nil {
 			return res, fmt.Errorf("pgbench inside the database's machine: %w", err)
 		}
 		inside = append(inside, in.TPS)
 		res.PgbenchInsideVersion = in.Version
-		progress("  round: router %.0f tps, pooled %.0f tps, inside %.0f tps", out.tps, pout.tps, in.TPS)
+		progress("  round: router %.0f tps, pooled %.0f tps, inside %.0f tps", out.TPS, pout.TPS, in.TPS)
 	}
 	res.PgbenchClients, res.PgbenchSeconds, res.PgbenchRounds = pgbenchClients, pgbenchSeconds, pgbenchRounds
 	res.PgbenchRouterTPS, res.PgbenchPooledTPS, res.PgbenchInsideTPS = pct(routed, 50), pct(pooledTPS, 50), pct(inside, 50)
@@ -122,39 +122,21 @@ func pgbenchConninfo(d *sdk.Database, host, addr string) string {
 	return fmt.Sprintf("host=%s hostaddr=%s port=%d user=%s dbname=%s sslmode=require connect_timeout=120", host, addr, d.Port, d.User, d.Database)
 }
 
-type pgbenchOut struct {
-	tps     float64
-	version string
-}
-
-var (
-	pgbenchTPSLine = regexp.MustCompile(`(?m)^tps = ([0-9.]+)`)
-	pgbenchVerLine = regexp.MustCompile(`(?m)^pgbench \(([0-9.]+)`)
-)
-
 // runPgbench runs this host's pgbench with args, the password in its
-// environment (never on its command line), and reads its tps.
-func runPgbench(ctx context.Context, password string, args ...string) (pgbenchOut, error) {
+// environment (never on its command line), and reads its summary (none
+// for `pgbench -i`).
+func runPgbench(ctx context.Context, password string, args ...string) (databases.PgbenchResult, error) {
 	cmd := exec.CommandContext(ctx, "pgbench", args...)
 	cmd.Env = append(os.Environ(), "PGPASSWORD="+password)
 	b, err := cmd.CombinedOutput()
 	out := string(b)
 	if err != nil {
-		return pgbenchOut{}, fmt.Errorf("%v: %s", err, lastLines(out, 5))
-	}
-	var r pgbenchOut
-	if m := pgbenchVerLine.FindStringSubmatch(out); m != nil {
-		r.version = m[1]
+		return databases.PgbenchResult{}, fmt.Errorf("%v: %s", err, lastLines(out, 5))
 	}
 	if args[0] == "-i" {
-		return r, nil
+		return databases.PgbenchResult{}, nil
 	}
-	all := pgbenchTPSLine.FindAllStringSubmatch(out, -1)
-	if len(all) == 0 {
-		return r, fmt.Errorf("no tps in pgbench's output: %s", lastLines(out, 5))
-	}
-	r.tps, _ = strconv.ParseFloat(all[len(all)-1][1], 64)
-	return r, nil
+	return databases.ParsePgbench(out)
 }
 
 // lastLines is the last n lines of s.

@@ -83,7 +83,7 @@ func (s *Service) PgbenchInside(ctx context.Context, id string, p PgbenchParams)
 	if err != nil {
 		return PgbenchResult{}, fmt.Errorf("pgbench in database %s: %w", id, err)
 	}
-	res, err := parsePgbench(out)
+	res, err := ParsePgbench(out)
 	if err != nil {
 		return PgbenchResult{}, fmt.Errorf("pgbench in database %s: %w", id, err)
 	}
@@ -100,9 +100,9 @@ var (
 	pgbenchVersion = regexp.MustCompile(`(?m)^pgbench \(PostgreSQL\) ([0-9.]+)|^pgbench \(([0-9.]+)`)
 )
 
-// parsePgbench reads pgbench's summary (the last tps line: pgbench 13 and
-// before printed two).
-func parsePgbench(out string) (PgbenchResult, error) {
+// ParsePgbench reads pgbench's summary (the last tps line: pgbench 13 and
+// before printed two), from a run in a machine or on the host.
+func ParsePgbench(out string) (PgbenchResult, error) {
 	var r PgbenchResult
 	tps := pgbenchTPS.FindAllStringSubmatch(out, -1)
 	if len(tps) == 0 {

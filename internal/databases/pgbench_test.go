@@ -23,14 +23,14 @@ latency average = 1.620 ms
 initial connection time = 12.345 ms
 tps = 2469.123456 (without initial connection time)
 `
-	r, err := parsePgbench(out)
+	r, err := ParsePgbench(out)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r.TPS != 2469.123456 || r.Transactions != 12345 || r.LatencyMs != 1.62 || r.Version != "17.6" {
 		t.Fatalf("parsed %+v", r)
 	}
-	if _, err := parsePgbench("pgbench: error: connection to server failed\n"); err == nil {
+	if _, err := ParsePgbench("pgbench: error: connection to server failed\n"); err == nil {
 		t.Fatal("an output without tps parsed")
 	}
 }

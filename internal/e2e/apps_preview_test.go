@@ -32,13 +32,21 @@ func prHook(t *testing.T, app *sdk.App, secret, delivery, action string, n int, 
 	t.Helper()
 	body := fmt.Sprintf(`{"action": %q, "number": %d, "pull_request": {"number": %d, "head": {"ref": %q, "sha": "%s"}, "base": {"ref": "main"}}}`,
 		action, n, n, headRef, strings.Repeat("b", 40))
+	return githubHook(t, app.WebhookURL, "pull_request", secret, delivery, body)
+}
+
+// githubHook posts body to webhook path url as GitHub delivers an event:
+// signed with secret (X-Hub-Signature-256), under a delivery id. It
+// returns the status and the body of the answer.
+func githubHook(t *testing.T, url, event, secret, delivery, body string) (int, string) {
+	t.Helper()
 	mac := hmac.New(sha256.New, []byte(secret))
 	mac.Write([]byte(body))
-	req, err := http.NewRequest("POST", main.url+app.WebhookURL, strings.NewReader(body))
+	req, err := http.NewRequest("POST", main.url+url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("X-GitHub-Event", "pull_request")
+	req.Header.Set("X-GitHub-Event", event)
 	req.Header.Set("X-GitHub-Delivery", delivery)
 	req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
 	resp, err := http.DefaultClient.Do(req)

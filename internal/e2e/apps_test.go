@@ -2,9 +2,6 @@ package e2e
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -380,19 +377,7 @@ http.server.ThreadingHTTPServer(("", int(os.environ["PORT"])), H).serve_forever(
 
 	t.Run("the GitHub webhook checks its signature, branch and delivery", func(t *testing.T) {
 		hook := func(secret, delivery string, body string) (int, string) {
-			mac := hmac.New(sha256.New, []byte(secret))
-			mac.Write([]byte(body))
-			req, _ := http.NewRequest("POST", main.url+web.WebhookURL, strings.NewReader(body))
-			req.Header.Set("X-GitHub-Event", "push")
-			req.Header.Set("X-GitHub-Delivery", delivery)
-			req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			b, _ := io.ReadAll(resp.Body)
-			return resp.StatusCode, string(b)
+			return githubHook(t, web.WebhookURL, "push", secret, delivery, body)
 		}
 		push := func(branch string) string {
 			return fmt.Sprintf(`{"ref": "refs/heads/%s", "after": "%s", "deleted": false}`, branch, strings.Repeat("a", 40))
