@@ -510,7 +510,14 @@ func (s *Server) Serve(ctx context.Context) error {
 	}
 	bctx, cancelBuilds := context.WithCancel(ctx)
 	defer cancelBuilds()
-	go func() { _ = s.BuildTemplates(bctx, s.cfg.Templates) }()
+	// The builds are waited for at the end: a build cancelled mid-step
+	// kills its process group and unmounts its chroot before the server
+	// exits (else apt-get ran on, orphaned, holding the mounts).
+	builds := make(chan struct{})
+	go func() {
+		defer close(builds)
+		_ = s.BuildTemplates(bctx, s.cfg.Templates)
+	}()
 	// Removed VM files go back to the host's disk, not only to the image.
 	go s.cow.KeepTrimmed(bctx, s.log)
 	go s.collectVariants(bctx)
@@ -532,6 +539,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	stopDB()
 	stopTLS()
 	cancelBuilds()
+	<-builds
 	return errors.Join(err, s.Close(context.Background()))
 }
 
