@@ -13,11 +13,16 @@ import (
 // benchFloors are the floors a run's figures stand on, measured in the same
 // run on the same host: a bare QEMU restore of the template (no network, no
 // guest agent; the VMM's own cost, measured by the server on its host), 20
-// of them at once, and a process spawn inside an already-running guest.
+// of them at once, the same two timed until each guest's agent answered a
+// hello (the VMM's and the guest's own cost: under TCG each new QEMU
+// translates the guest's first instructions again), and a process spawn
+// inside an already-running guest.
 type benchFloors struct {
-	RestoreFloor    float64 `json:"restore_floor_ms"`
-	Parallel20Floor float64 `json:"parallel20_floor_ms"`
-	SpawnFloor      float64 `json:"spawn_floor_ms"`
+	RestoreFloor          float64 `json:"restore_floor_ms"`
+	Parallel20Floor       float64 `json:"parallel20_floor_ms"`
+	AnswerFloor           float64 `json:"answer_floor_ms"`
+	Parallel20AnswerFloor float64 `json:"parallel20_answer_floor_ms"`
+	SpawnFloor            float64 `json:"spawn_floor_ms"`
 	// Each figure ÷ its floor: how far above what the VMM and the guest
 	// take alone the platform is. Ratios in one run survive the drift of
 	// a shared machine; figures across runs do not.
@@ -25,8 +30,11 @@ type benchFloors struct {
 	CreateExecFloorRatio float64 `json:"create_exec_floor_ratio"`
 	ExecFloorRatio       float64 `json:"exec_floor_ratio"`
 	Parallel20FloorRatio float64 `json:"parallel20_floor_ratio"`
-	WakeFloorRatio       float64 `json:"wake_floor_ratio"`
-	ForkFloorRatio       float64 `json:"fork_floor_ratio"`
+	// Over the floors that include the guest's answer.
+	CreateAnswerFloorRatio     float64 `json:"create_answer_floor_ratio"`
+	Parallel20AnswerFloorRatio float64 `json:"parallel20_answer_floor_ratio"`
+	WakeFloorRatio             float64 `json:"wake_floor_ratio"`
+	ForkFloorRatio             float64 `json:"fork_floor_ratio"`
 }
 
 // spawnLoops is how many /bin/true the spawn floor runs in the guest.
@@ -75,6 +83,8 @@ func (res *benchResult) setRatios() {
 	}
 	f.ExecFloorRatio = ratio(res.ExecP50, f.SpawnFloor)
 	f.Parallel20FloorRatio = ratio(res.Parallel20, f.Parallel20Floor)
+	f.CreateAnswerFloorRatio = ratio(res.CreateP50, f.AnswerFloor)
+	f.Parallel20AnswerFloorRatio = ratio(res.Parallel20, f.Parallel20AnswerFloor)
 	f.WakeFloorRatio = ratio(res.WakeP50, f.RestoreFloor)
 	f.ForkFloorRatio = ratio(res.ForkP50, f.RestoreFloor)
 }
@@ -91,6 +101,14 @@ func measureRestoreFloor(ctx context.Context, c *sdk.Client, tpl string, paralle
 	res.RestoreFloor = f.RestoreP50Ms
 	if parallel == 20 {
 		res.Parallel20Floor = f.ParallelMs
+	}
+	if f, err = c.BenchAnswerFloor(ctx, tpl, 5, parallel); err != nil {
+		progress("no answer floor: %v", err)
+		return
+	}
+	res.AnswerFloor = f.RestoreP50Ms
+	if parallel == 20 {
+		res.Parallel20AnswerFloor = f.ParallelMs
 	}
 }
 

@@ -76,6 +76,15 @@ func TestBenchFloor(t *testing.T) {
 	if f.RestoreP50Ms <= 0 || len(f.RestoreMs) != 2 || f.Parallel != 3 || f.ParallelMs < f.ParallelP50Ms || f.ParallelP50Ms <= 0 || f.Accel == "" {
 		t.Fatalf("floor figures are not sane: %+v", f)
 	}
+	// Timed until the guest answers, a restore cannot be faster than one
+	// timed until the VM runs (same run, same host).
+	a, err := admin.BenchAnswerFloor(ctx, template, 2, 2)
+	if err != nil {
+		t.Fatalf("answer floor: %v", err)
+	}
+	if !a.Answer || len(a.RestoreMs) != 2 || a.RestoreP50Ms < f.RestoreP50Ms/2 {
+		t.Fatalf("answer floor figures are not sane next to the running floor %.0f ms: %+v", f.RestoreP50Ms, a)
+	}
 	for _, d := range vmDirs(main.dataDir) {
 		if strings.HasPrefix(d, "floor_") {
 			t.Errorf("bare restore %s left behind", d)

@@ -2,6 +2,7 @@ package hostbench
 
 import (
 	"context"
+	"net"
 	"testing"
 	"time"
 
@@ -12,12 +13,18 @@ import (
 // restorer is a stand-in for the QEMU driver (the real floors need VMs:
 // pandastack bench): it records which snapshots it restored, how many at
 // once, and takes 10 ms for each.
-type restorer struct{ restored []string }
+type restorer struct {
+	restored []string
+	answered int // restores asked to wait for the guest's answer
+}
 
-func (r *restorer) BareRestores(ctx context.Context, snap vmm.Snapshot, n int) ([]time.Duration, time.Duration, error) {
+func (r *restorer) BareRestores(ctx context.Context, snap vmm.Snapshot, n int, answer func(context.Context, net.Conn) error) ([]time.Duration, time.Duration, error) {
 	var each []time.Duration
 	for range n {
 		r.restored = append(r.restored, snap.Key)
+		if answer != nil {
+			r.answered++
+		}
 		each = append(each, 10*time.Millisecond)
 	}
 	return each, time.Duration(n) * 10 * time.Millisecond, nil
@@ -54,4 +61,27 @@ func TestFunctionFloorRestoresTheCallersFunction(t *testing.T) {
 	if _, err := b.Floor(t.Context(), FloorRequest{Template: "base", Function: "hello", TeamID: "team-a"}); pandastack.ErrorCode(err) != pandastack.EInvalid {
 		t.Fatalf("a template and a function: %v, want %s", err, pandastack.EInvalid)
 	}
+}
+
+// An answer floor waits for the guest's answer in every restore, one by
+// one and at once, and says so; a plain one in none.
+func TestAnswerFloorWaitsForTheGuest(t *testing.T) {
+	r := &restorer{}
+	b := New(Config{Driver: r, Templates: templateSnapshots{}})
+	f, err := b.Floor(t.Context(), FloorRequest{Template: "base", Sequential: 2, Parallel: 3, Answer: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !f.Answer || r.answered != 5 || len(r.restored) != 5 {
+		t.Fatalf("answer floor %+v: %d of %d restores waited for the guest", f, r.answered, len(r.restored))
+	}
+	if f, err = b.Floor(t.Context(), FloorRequest{Template: "base", Sequential: 1}); err != nil || f.Answer || r.answered != 5 {
+		t.Fatalf("plain floor %+v (%v): %d restores waited for the guest", f, err, r.answered)
+	}
+}
+
+type templateSnapshots struct{}
+
+func (templateSnapshots) Snapshot(ctx context.Context, ref string) (vmm.Snapshot, pandastack.Template, error) {
+	return vmm.Snapshot{Key: "tpl-" + ref}, pandastack.Template{Name: ref}, nil
 }

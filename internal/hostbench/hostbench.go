@@ -10,19 +10,22 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"sort"
 	"time"
 
 	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/guestconn"
 	"github.com/pandastack/pandastack/internal/vmm"
 )
 
 // Restorer restores snapshots bare: the QEMU driver (qemu.Driver).
 type Restorer interface {
-	// BareRestores restores snap n times at once with no network and no
-	// agent handshake, and ends them: each one's time from exec to running,
-	// and the time until the last one ran.
-	BareRestores(ctx context.Context, snap vmm.Snapshot, n int) ([]time.Duration, time.Duration, error)
+	// BareRestores restores snap n times at once with no network, and
+	// ends them: each one's time from exec to running (or, with answer,
+	// until answer, given the VM's agent socket, returned), and the time
+	// until the last one was done.
+	BareRestores(ctx context.Context, snap vmm.Snapshot, n int, answer func(context.Context, net.Conn) error) ([]time.Duration, time.Duration, error)
 	// Processes maps every VM id with a live process to its pid.
 	Processes() (map[string]int, error)
 	Accel() pandastack.Accel
@@ -80,6 +83,11 @@ type FloorRequest struct {
 	// Parallel is how many bare restores to start at once (default 20, at
 	// most 50; 0 measures none).
 	Parallel int `json:"parallel"`
+	// Answer times each restore until its guest agent answered a hello,
+	// instead of until the VM runs: the floor under TCG, where the guest's
+	// first instructions after a restore are translated again in every
+	// new QEMU process.
+	Answer bool `json:"answer,omitempty"`
 }
 
 // Floor is what the VMM alone takes to restore a template.
@@ -87,8 +95,11 @@ type Floor struct {
 	Template string           `json:"template"`
 	Function string           `json:"function,omitempty"`
 	Accel    pandastack.Accel `json:"accel"`
+	// Answer: each time runs until the guest answered, not until it ran.
+	Answer bool `json:"answer,omitempty"`
 	// RestoreP50Ms is the median of the sequential restores, from QEMU's
-	// exec until QMP says the VM runs.
+	// exec until QMP says the VM runs (or, with Answer, until its guest
+	// agent answered a hello).
 	RestoreP50Ms float64   `json:"restore_p50_ms"`
 	RestoreMs    []float64 `json:"restore_ms"`
 	Parallel     int       `json:"parallel"`
@@ -131,9 +142,13 @@ func (b *Bench) Floor(ctx context.Context, r FloorRequest) (Floor, error) {
 	if err != nil {
 		return Floor{}, err
 	}
-	f := Floor{Template: r.Template, Function: r.Function, Accel: b.cfg.Driver.Accel(), Parallel: r.Parallel}
+	f := Floor{Template: r.Template, Function: r.Function, Accel: b.cfg.Driver.Accel(), Parallel: r.Parallel, Answer: r.Answer}
+	var answer func(context.Context, net.Conn) error
+	if r.Answer {
+		answer = agentAnswers
+	}
 	for i := 0; i < r.Sequential; i++ {
-		each, _, err := b.cfg.Driver.BareRestores(ctx, snap, 1)
+		each, _, err := b.cfg.Driver.BareRestores(ctx, snap, 1, answer)
 		if err != nil {
 			return Floor{}, fmt.Errorf("measure restore floor of %s: %w", what, err)
 		}
@@ -141,7 +156,7 @@ func (b *Bench) Floor(ctx context.Context, r FloorRequest) (Floor, error) {
 	}
 	f.RestoreP50Ms = median(f.RestoreMs)
 	if r.Parallel > 0 {
-		each, wall, err := b.cfg.Driver.BareRestores(ctx, snap, r.Parallel)
+		each, wall, err := b.cfg.Driver.BareRestores(ctx, snap, r.Parallel, answer)
 		if err != nil {
 			return Floor{}, fmt.Errorf("measure parallel restore floor of %s: %w", what, err)
 		}
@@ -151,8 +166,18 @@ func (b *Bench) Floor(ctx context.Context, r FloorRequest) (Floor, error) {
 		}
 		f.ParallelMs, f.ParallelP50Ms = ms(wall), median(xs)
 	}
-	b.log.Info("bench floor", "of", what, "restore_p50_ms", f.RestoreP50Ms, "parallel", f.Parallel, "parallel_ms", f.ParallelMs)
+	b.log.Info("bench floor", "of", what, "answer", r.Answer, "restore_p50_ms", f.RestoreP50Ms, "parallel", f.Parallel, "parallel_ms", f.ParallelMs)
 	return f, nil
+}
+
+// agentAnswers says hello to a restored guest's agent and waits for its
+// answer, as the host agent does before a create answers.
+func agentAnswers(ctx context.Context, c net.Conn) error {
+	cl, _, err := guestconn.NewConn(c).Handshake(ctx)
+	if err != nil {
+		return err
+	}
+	return cl.Close()
 }
 
 // snapshot is the snapshot r measures, and what it is of (for errors).

@@ -2,6 +2,7 @@ package hostbench
 
 import (
 	"context"
+	"net"
 	"os"
 	"testing"
 	"time"
@@ -77,7 +78,7 @@ func TestParseHostCPU(t *testing.T) {
 // procs is a Restorer that only lists processes.
 type procs map[string]int
 
-func (p procs) BareRestores(context.Context, vmm.Snapshot, int) ([]time.Duration, time.Duration, error) {
+func (p procs) BareRestores(context.Context, vmm.Snapshot, int, func(context.Context, net.Conn) error) ([]time.Duration, time.Duration, error) {
 	return nil, 0, nil
 }
 func (p procs) Processes() (map[string]int, error) { return p, nil }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -14,13 +15,16 @@ import (
 )
 
 // BareRestores restores snap n times at once, each in a QEMU process of its
-// own started for it (no pool), with no network and no guest agent
-// handshake, and kills them all: the VMM's own cost of a restore, the floor
-// a create stands on (see `pandastack bench`). The files are cloned before
-// any process starts; each duration runs from its QEMU's exec until QMP
-// query-status reports the restored VM running. wall is from the first exec
-// until the last VM runs.
-func (d *Driver) BareRestores(ctx context.Context, snap vmm.Snapshot, n int) (each []time.Duration, wall time.Duration, err error) {
+// own started for it (no pool), with no network, and kills them all: the
+// VMM's own cost of a restore, the floor a create stands on (see
+// `pandastack bench`). The files are cloned before any process starts; each
+// duration runs from its QEMU's exec until QMP query-status reports the
+// restored VM running, or, with answer, until answer returns: it is given
+// the VM's agent socket, connected before the state loads (as a pooled
+// process's is), so it can time the guest's first answer, which under TCG
+// costs the re-translation of every guest instruction it runs. wall is from
+// the first exec until the last one is done.
+func (d *Driver) BareRestores(ctx context.Context, snap vmm.Snapshot, n int, answer func(context.Context, net.Conn) error) (each []time.Duration, wall time.Duration, err error) {
 	if n < 1 {
 		return nil, 0, fmt.Errorf("bare restores: n must be at least 1, not %d", n)
 	}
@@ -74,7 +78,7 @@ func (d *Driver) BareRestores(ctx context.Context, snap vmm.Snapshot, n int) (ea
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			f.v, f.d, f.err = d.bareRestore(ctx, snap, f.id, f.uid)
+			f.v, f.d, f.err = d.bareRestore(ctx, snap, f.id, f.uid, answer)
 			if f.v == nil {
 				f.uid = 0 // released by the failed start
 			}
@@ -96,7 +100,7 @@ func (d *Driver) BareRestores(ctx context.Context, snap vmm.Snapshot, n int) (ea
 // exec until QEMU reports it running. On error the returned VM, if any, is
 // still to be killed. It owns uid (as start does): released on failure
 // or when the VM ends.
-func (d *Driver) bareRestore(ctx context.Context, snap vmm.Snapshot, id string, uid int) (_ *vm, _ time.Duration, err error) {
+func (d *Driver) bareRestore(ctx context.Context, snap vmm.Snapshot, id string, uid int, answer func(context.Context, net.Conn) error) (_ *vm, _ time.Duration, err error) {
 	started := false
 	defer func() {
 		if err != nil && !started {
@@ -141,8 +145,21 @@ func (d *Driver) bareRestore(ctx context.Context, snap vmm.Snapshot, id string, 
 	if err := v.q.runFD(ctx, "getfd", map[string]any{"fdname": "state"}, nil, int(sf.Fd())); err != nil {
 		return v, 0, fmt.Errorf("pass state file: %w", err)
 	}
+	var agent net.Conn
+	if answer != nil {
+		if agent, err = v.AgentConn(ctx); err != nil {
+			return v, 0, fmt.Errorf("connect agent socket: %w", err)
+		}
+		defer agent.Close()
+	}
 	if err := d.load(ctx, v, nil); err != nil {
 		return v, 0, err
+	}
+	if answer != nil {
+		if err := answer(ctx, agent); err != nil {
+			return v, 0, fmt.Errorf("the guest's first answer: %w", err)
+		}
+		return v, time.Since(v.started), nil
 	}
 	for {
 		var st struct {

@@ -2,12 +2,16 @@ package qemu_test
 
 import (
 	"context"
+	"errors"
+	"net"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/guestconn"
 	"github.com/pandastack/pandastack/internal/vmm"
 )
 
@@ -17,7 +21,7 @@ func TestBareRestoresLeaveNothing(t *testing.T) {
 	s := template(t)
 	dir := vmDir(t)
 	d := newDriver(t, dir)
-	each, wall, err := d.BareRestores(context.Background(), s, 3)
+	each, wall, err := d.BareRestores(context.Background(), s, 3, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,6 +41,53 @@ func TestBareRestoresLeaveNothing(t *testing.T) {
 	}
 	if ps, err := d.Processes(); err != nil || len(ps) != 0 {
 		t.Fatalf("processes after the floor: %v, %v", ps, err)
+	}
+}
+
+// TestBareRestoresUntilTheGuestAnswers: with an answer function, each
+// bare restore is timed until its guest agent answered a hello over the
+// socket the function is given, and nothing is left after.
+func TestBareRestoresUntilTheGuestAnswers(t *testing.T) {
+	s := template(t)
+	dir := vmDir(t)
+	d := newDriver(t, dir)
+	var mu sync.Mutex
+	answered := 0
+	answer := func(ctx context.Context, c net.Conn) error {
+		cl, _, err := guestconn.NewConn(c).Handshake(ctx)
+		if err != nil {
+			return err
+		}
+		cl.Close()
+		mu.Lock()
+		answered++
+		mu.Unlock()
+		return nil
+	}
+	each, wall, err := d.BareRestores(context.Background(), s, 2, answer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(each) != 2 || answered != 2 {
+		t.Fatalf("%d timings and %d answers for 2 restores", len(each), answered)
+	}
+	for _, e := range each {
+		if e <= 0 || e > wall {
+			t.Fatalf("restore took %v of a %v run", e, wall)
+		}
+	}
+	// A guest that never answers is an error, not a floor.
+	_, _, err = d.BareRestores(context.Background(), s, 1, func(ctx context.Context, c net.Conn) error {
+		return errors.New("no answer")
+	})
+	if err == nil || !strings.Contains(err.Error(), "no answer") {
+		t.Fatalf("a failed answer: %v", err)
+	}
+	if n := qemuPIDs(dir); n != 0 {
+		t.Fatalf("%d QEMU processes left", n)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Fatalf("%d VM directories left", len(ents))
 	}
 }
 
