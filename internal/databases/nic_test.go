@@ -1,0 +1,32 @@
+package databases
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestNICListen: PostgreSQL starts listening on the machine's NIC
+// address besides the loopback (the router connects there), and every
+// TCP entry of the hba, the NIC's included, asks the role's password: the
+// NIC path trusts nobody the loopback path would not.
+func TestNICListen(t *testing.T) {
+	if !strings.Contains(dataScript, "-c listen_addresses=localhost,"+GuestAddr+`"`) {
+		t.Fatalf("the cluster does not listen on %s:\n%s", GuestAddr, dataScript)
+	}
+	gateway := false
+	for _, l := range hbaLines {
+		f := strings.Fields(l)
+		if len(f) == 0 || f[0] == "#" || f[0] == "local" {
+			continue
+		}
+		if f[0] != "host" || f[len(f)-1] != "scram-sha-256" {
+			t.Errorf("hba line %q: want host ... scram-sha-256", l)
+		}
+		if f[3] == GatewayAddr+"/32" {
+			gateway = true
+		}
+	}
+	if !gateway {
+		t.Errorf("no hba line for the router's address %s: its connections would be refused", GatewayAddr)
+	}
+}
