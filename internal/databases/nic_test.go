@@ -6,12 +6,14 @@ import (
 )
 
 // TestNICListen: PostgreSQL starts listening on the machine's NIC
-// address besides the loopback (the router connects there), and every
+// address besides the loopback, after a point-in-time restore too (the router connects there), and every
 // TCP entry of the hba, the NIC's included, asks the role's password: the
 // NIC path trusts nobody the loopback path would not.
 func TestNICListen(t *testing.T) {
-	if !strings.Contains(dataScript, "-c listen_addresses=localhost,"+GuestAddr+`"`) {
-		t.Fatalf("the cluster does not listen on %s:\n%s", GuestAddr, dataScript)
+	for name, script := range map[string]string{"start on the volume": dataScript, "point-in-time restore": recoverScript} {
+		if !strings.Contains(script, `-o "-c config_file=$conf -c listen_addresses=localhost,`+GuestAddr+`"`) {
+			t.Errorf("%s: the cluster does not listen on %s:\n%s", name, GuestAddr, script)
+		}
 	}
 	gateway := false
 	for _, l := range hbaLines {
