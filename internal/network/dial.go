@@ -51,5 +51,59 @@ func (m *Manager) DialGuest(ctx context.Context, vmID string, port int) (net.Con
 		}
 		return nil, fmt.Errorf("dial port %d of %s over its NIC: %w", port, vmID, err)
 	}
-	return c, nil
+	nc := &nicConn{TCPConn: c.(*net.TCPConn), n: n}
+	if !n.addConn(nc) {
+		c.Close()
+		return nil, fmt.Errorf("dial port %d of %s over its NIC: the VM ended: %w", port, vmID, ErrNoNIC)
+	}
+	return nc, nil
+}
+
+// nicConn is a connection DialGuest made. It ends with its VM: a guest
+// that dies sends no FIN nor reset, and its namespace's end leaves the
+// socket retrying for many minutes, so Release closes what is still open
+// (as the guest agent's channel ends the connections it carries).
+type nicConn struct {
+	*net.TCPConn
+	n *sandboxNet
+}
+
+// Close closes the connection and forgets it.
+func (c *nicConn) Close() error {
+	c.n.dropConn(c)
+	return c.TCPConn.Close()
+}
+
+// addConn records an open connection; false once the namespace is being
+// torn down.
+func (n *sandboxNet) addConn(c *nicConn) bool {
+	n.connMu.Lock()
+	defer n.connMu.Unlock()
+	if n.ended {
+		return false
+	}
+	if n.conns == nil {
+		n.conns = map[*nicConn]struct{}{}
+	}
+	n.conns[c] = struct{}{}
+	return true
+}
+
+func (n *sandboxNet) dropConn(c *nicConn) {
+	n.connMu.Lock()
+	delete(n.conns, c)
+	n.connMu.Unlock()
+}
+
+// endConns closes the connections still open to the VM and refuses new
+// ones.
+func (n *sandboxNet) endConns() {
+	n.connMu.Lock()
+	n.ended = true
+	conns := n.conns
+	n.conns = nil
+	n.connMu.Unlock()
+	for c := range conns {
+		c.TCPConn.Close()
+	}
 }
