@@ -3,6 +3,8 @@ package databases
 import (
 	"strings"
 	"testing"
+
+	"github.com/pandastack/pandastack/internal/network"
 )
 
 // TestNICListen: PostgreSQL starts listening on the machine's NIC
@@ -10,6 +12,10 @@ import (
 // TCP entry of the hba, the NIC's included, asks the role's password: the
 // NIC path trusts nobody the loopback path would not.
 func TestNICListen(t *testing.T) {
+	if GuestAddr != network.GuestAddr || GatewayAddr != network.GatewayAddr {
+		t.Fatalf("the machine listens on %s and lets %s in; its namespace gives the guest %s and the router %s",
+			GuestAddr, GatewayAddr, network.GuestAddr, network.GatewayAddr)
+	}
 	for name, script := range map[string]string{"start on the volume": dataScript, "point-in-time restore": recoverScript} {
 		if !strings.Contains(script, `-o "-c config_file=$conf -c listen_addresses=localhost,`+GuestAddr+`"`) {
 			t.Errorf("%s: the cluster does not listen on %s:\n%s", name, GuestAddr, script)
