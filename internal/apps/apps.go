@@ -86,6 +86,9 @@ type Config struct {
 	Engine  pandastack.Engine
 	Secrets *secrets.Box
 	Routes  *router.Table
+	// Ports reaches a release's port (internal/nicroute: over its
+	// machine's NIC); nil: through the guest agent (router.AgentPorts).
+	Ports router.Ports
 	// Domain: apps are served at NAME.apps.Domain (default localhost).
 	Domain string
 	// URLPort is appended to app URLs (":8080"; "" for none).

@@ -19,9 +19,9 @@ type target struct {
 // so a deploy or rollback switches traffic by one atomic store, with no
 // moment without a route.
 type backend struct {
-	guests router.Guests
-	name   string
-	live   atomic.Pointer[target]
+	ports router.Ports
+	name  string
+	live  atomic.Pointer[target]
 	// gen counts switches: a release kept warm for rollback hibernates at
 	// the end of its window only if no switch happened since.
 	gen atomic.Uint64
@@ -47,7 +47,7 @@ func (b *backend) Dial(ctx context.Context) (net.Conn, error) {
 	if t == nil {
 		return nil, pandastack.Errorf(pandastack.EUnavailable, "app %s has no live release yet: deploy it (POST /v1/apps/%s/deploys)", b.name, b.name)
 	}
-	return router.GuestPort{Guests: b.guests, SandboxID: t.machine, Port: t.port}.Dial(ctx)
+	return b.ports.Port(t.machine, t.port).Dial(ctx)
 }
 
 // register routes the app's host to a new backend; nil when the host is
@@ -59,7 +59,11 @@ func (s *Service) register(a App) *backend {
 // registerHost routes host to a new backend kept under key (an app id,
 // or a preview's previewKey); nil when the host is taken.
 func (s *Service) registerHost(key, host, name string) *backend {
-	b := &backend{guests: s.cfg.Engine, name: name}
+	ports := s.cfg.Ports
+	if ports == nil {
+		ports = router.AgentPorts{Guests: s.cfg.Engine}
+	}
+	b := &backend{ports: ports, name: name}
 	if err := s.cfg.Routes.Register(router.Route{Host: host, Kind: router.HTTP, Backend: b,
 		Access: router.Access{Public: true}}); err != nil {
 		return nil

@@ -180,6 +180,13 @@ func benchApps(ctx context.Context, c *sdk.Client, key string, n int, progress f
 				if err := b.waitState(ctx, "previous", "hibernated"); err != nil {
 					return nil, err
 				}
+				// The live release went idle as long as the previous
+				// one and may have scaled to zero too: one request
+				// wakes it, so the rollback back to it that follows is
+				// to a running release, as its figure says.
+				if _, err := b.get(ctx, b.fresh, serving); err != nil {
+					return nil, fmt.Errorf("the live release %s before a rollback: %w", serving, err)
+				}
 			}
 			d, err := b.rollback(ctx, target)
 			if err != nil {

@@ -21,11 +21,29 @@ type benchDelta struct {
 	Regressed bool
 }
 
-// higherIsBetter lists the figures where a larger number is an improvement.
-var higherIsBetter = map[string]bool{"proxy_rps": true}
+// higherIsBetter reports whether a larger number of figure k is an
+// improvement: throughput (requests or transactions a second) and a
+// throughput's share of its floor (pgbench through the router over inside
+// the machine); every other figure is a time or a time over its floor.
+func higherIsBetter(k string) bool {
+	return strings.HasSuffix(k, "_rps") || strings.HasSuffix(k, "_tps") || strings.HasSuffix(k, "_inside_ratio")
+}
 
-// notCompared are keys that describe the run rather than measure it.
-var notCompared = map[string]bool{"creates": true, "template_build_ms": true}
+// notCompared reports whether k describes the run rather than measures
+// it: sample counts, how long or with how many clients a load ran, the
+// recorded build time.
+func notCompared(k string) bool {
+	switch k {
+	case "n", "creates", "template_build_ms":
+		return true
+	}
+	for _, s := range []string{"_clients", "_rounds", "_seconds", "_runs"} {
+		if strings.HasSuffix(k, s) {
+			return true
+		}
+	}
+	return false
+}
 
 // benchFigures reads the numeric figures of a `bench --json` object: every
 // number but the run's description (sample counts, the recorded build
@@ -37,7 +55,7 @@ func benchFigures(raw []byte) (map[string]float64, error) {
 	}
 	out := map[string]float64{}
 	for k, v := range m {
-		if f, ok := v.(float64); ok && f != 0 && !notCompared[k] {
+		if f, ok := v.(float64); ok && f != 0 && !notCompared(k) {
 			out[k] = f
 		}
 	}
@@ -55,7 +73,7 @@ func compareBench(old, cur map[string]float64, threshold float64) []benchDelta {
 			continue
 		}
 		r := n / o
-		if higherIsBetter[k] {
+		if higherIsBetter(k) {
 			r = o / n
 		}
 		out = append(out, benchDelta{Key: k, Old: o, New: n, Ratio: r, Regressed: r > threshold})

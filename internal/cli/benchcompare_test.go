@@ -22,7 +22,7 @@ func writeRun(t *testing.T, dir, name, body string) string {
 // latencies by growing, throughput by shrinking.
 func TestBenchCompare(t *testing.T) {
 	dir := t.TempDir()
-	old := writeRun(t, dir, "old.json", `{"template":"base","accel":"tcg","creates":60,"create_p50_ms":50,"parallel20_ms":1500,"proxy_rps":1000,"fork_p50_ms":0,"template_build_ms":90000}`)
+	old := writeRun(t, dir, "old.json", `{"template":"base","accel":"tcg","creates":60,"create_p50_ms":50,"parallel20_ms":1500,"proxy_rps":1000,"fork_p50_ms":0,"template_build_ms":90000,"db_pgbench_router_tps":500,"db_pgbench_router_inside_ratio":0.5,"db_pgbench_clients":4}`)
 	cases := []struct {
 		name, run string
 		code      int
@@ -32,14 +32,19 @@ func TestBenchCompare(t *testing.T) {
 		{"a slower create", `{"create_p50_ms":80,"parallel20_ms":1500,"proxy_rps":1000}`, 1, []string{"create_p50_ms"}},
 		{"less throughput", `{"create_p50_ms":50,"parallel20_ms":1500,"proxy_rps":500}`, 1, []string{"proxy_rps"}},
 		{"faster is never a regression", `{"create_p50_ms":10,"parallel20_ms":300,"proxy_rps":5000}`, 0, nil},
+		{"more transactions are not a regression", `{"create_p50_ms":50,"db_pgbench_router_tps":800,"db_pgbench_router_inside_ratio":0.8}`, 0, nil},
+		{"fewer transactions are", `{"create_p50_ms":50,"db_pgbench_router_tps":300,"db_pgbench_router_inside_ratio":0.3}`, 1, []string{"db_pgbench_router_tps", "db_pgbench_router_inside_ratio"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			cur := writeRun(t, dir, "cur.json", c.run)
 			r := runRaw(t, "", "bench", "--compare", old, "--from", cur).want(t, c.code)
-			for _, key := range []string{"create_p50_ms", "parallel20_ms", "proxy_rps"} {
+			for _, key := range []string{"create_p50_ms", "parallel20_ms", "proxy_rps", "db_pgbench_router_tps", "db_pgbench_router_inside_ratio"} {
 				line := lineWith(r.stdout, key)
 				if line == "" {
+					if !strings.Contains(c.run, key) {
+						continue
+					}
 					t.Fatalf("no line for %s:\n%s", key, r.stdout)
 				}
 				if got, want := strings.Contains(line, "REGRESSED"), slices.Contains(c.regressed, key); got != want {
@@ -48,7 +53,7 @@ func TestBenchCompare(t *testing.T) {
 			}
 			// Sample counts, the recorded build time and unmeasured (zero)
 			// figures are not compared.
-			for _, key := range []string{"creates", "template_build_ms", "fork_p50_ms"} {
+			for _, key := range []string{"creates", "template_build_ms", "fork_p50_ms", "db_pgbench_clients"} {
 				if lineWith(r.stdout, key) != "" {
 					t.Errorf("%s was compared:\n%s", key, r.stdout)
 				}

@@ -57,9 +57,15 @@ type bases struct {
 
 // baseID names the base of template build templateID with a volume of
 // sizeMiB: a new build of the template never restores an older build's.
+// Its last part is the base's layout (baseLayout).
 func baseID(templateID string, sizeMiB int) string {
-	return fmt.Sprintf("dbbase-%s-%dm", templateID, sizeMiB)
+	return fmt.Sprintf("dbbase-%s-%dm-%s", templateID, sizeMiB, baseLayout)
 }
+
+// baseLayout changes when what a base's running machine holds changes, so
+// a server never restores a base an older version saved: "nic" has
+// PostgreSQL and PgBouncer listening on the machine's NIC address too.
+const baseLayout = "nic"
 
 // template is the postgres template's newest public build, which new
 // databases start from.

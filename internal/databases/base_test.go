@@ -15,7 +15,8 @@ func TestBaseDBIsNoTenantName(t *testing.T) {
 
 // The claim is one simple query: the role from its verifier, the base's
 // database renamed and given to it, PgBouncer's auth_file, the hba that
-// ends the loopback trust, the configuration reloaded.
+// ends the loopback trust and asks a password over TCP (from the loopback
+// and from the router on the NIC alike), the configuration reloaded.
 func TestClaimSQL(t *testing.T) {
 	v := "SCRAM-SHA-256$4096:c2FsdA==$a:b"
 	q := claimSQL("orders_owner", v, "orders")
@@ -25,7 +26,8 @@ func TestClaimSQL(t *testing.T) {
 		`ALTER DATABASE "orders" OWNER TO "orders_owner"`,
 		`COPY (SELECT '"orders_owner" "SCRAM-SHA-256$4096:c2FsdA==$a:b"') TO '/var/lib/postgresql/pgbouncer-users.txt'`,
 		`COPY (SELECT unnest(ARRAY['# PandaStack managed database (internal/databases): passwords over TCP.', 'local   all   postgres                  peer', ` +
-			`'host    all   all        127.0.0.1/32   scram-sha-256', 'host    all   all        ::1/128        scram-sha-256'])) TO '/etc/postgresql/17/main/pg_hba.conf'`,
+			`'host    all   all        127.0.0.1/32   scram-sha-256', 'host    all   all        ::1/128        scram-sha-256', ` +
+			`'host    all   all        172.16.0.1/32  scram-sha-256'])) TO '/etc/postgresql/17/main/pg_hba.conf'`,
 		"SELECT pg_reload_conf()",
 	}
 	if got := strings.Split(q, ";\n"); strings.Join(got, "\n") != strings.Join(want, "\n") {

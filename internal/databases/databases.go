@@ -85,6 +85,10 @@ type Config struct {
 	Secrets *secrets.Box
 	// Routes is where each database's route is registered.
 	Routes *router.Table
+	// Ports reaches the port a route's connections go to in a database's
+	// machine (internal/nicroute: over the machine's NIC); nil: through
+	// its guest agent (router.AgentPorts).
+	Ports router.Ports
 	// Domain is the parent of databases' host names: <id>.<Domain>.
 	Domain string
 	// CACert is the PEM certificate clients verify the router with.

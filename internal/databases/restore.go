@@ -169,9 +169,9 @@ mkdir -p "$vol/.init/main" "` + restoreWALDir + `"
 `
 
 // recoverScript puts the extracted backup in place as PGDATA with
-// recovery settings, starts PostgreSQL and waits for it to reach the
-// target and promote; then it drops the settings and the copied WAL. On
-// failure it prints the server log's end.
+// recovery settings, starts PostgreSQL (listening where pgListen says)
+// and waits for it to reach the target and promote; then it drops the
+// settings and the copied WAL. On failure it prints the server log's end.
 const recoverScript = `set -e
 vol=` + DataMount + `; data=` + DataDir + `; conf=/etc/postgresql/17/main/postgresql.conf; log=/var/log/postgresql/postgresql-17-main.log
 q() { runuser -u postgres -- ` + pgBin + `/psql -X -q -At -v ON_ERROR_STOP=1 -h ` + pgSocketDir + ` -d postgres "$@"; }
@@ -186,7 +186,7 @@ mv "$vol/.init" "$vol/17"
 chmod 755 "$vol"
 sed -i "s|^data_directory *=.*|data_directory = '$data'|" "$conf"
 : > "$log"
-runuser -u postgres -- ` + pgBin + `/pg_ctl start -D "$data" -w -t 600 -s -l "$log" -o "-c config_file=$conf" || fail "postgres did not start"
+runuser -u postgres -- ` + pgBin + `/pg_ctl start -D "$data" -w -t 600 -s -l "$log" -o "-c config_file=$conf ` + pgListen + `" || fail "postgres did not start"
 i=0
 until [ "$(q -c 'SELECT pg_is_in_recovery()' 2>/dev/null)" = f ]; do
   i=$((i+1)); [ $i -lt 3000 ] || fail "recovery did not reach the target"

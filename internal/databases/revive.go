@@ -35,7 +35,7 @@ func (b backend) Dial(ctx context.Context) (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := router.GuestPort{Guests: b.s.cfg.Engine, SandboxID: d.MachineID, Port: b.port}.Dial(ctx)
+	c, err := b.s.ports().Port(d.MachineID, b.port).Dial(ctx)
 	b.s.log.Debug("database dialled", "database", b.id, "port", b.port, "us", time.Since(t0).Microseconds(), "err", err)
 	if err == nil || !b.s.gone(ctx, d.MachineID, err) {
 		return c, err
@@ -43,7 +43,15 @@ func (b backend) Dial(ctx context.Context) (net.Conn, error) {
 	if d, err = b.s.revive(ctx, d); err != nil {
 		return nil, err
 	}
-	return router.GuestPort{Guests: b.s.cfg.Engine, SandboxID: d.MachineID, Port: b.port}.Dial(ctx)
+	return b.s.ports().Port(d.MachineID, b.port).Dial(ctx)
+}
+
+// ports is how a route reaches ports in database machines.
+func (s *Service) ports() router.Ports {
+	if s.cfg.Ports != nil {
+		return s.cfg.Ports
+	}
+	return router.AgentPorts{Guests: s.cfg.Engine}
 }
 
 // gone reports whether machine id ended, dialErr being what reaching it

@@ -16,13 +16,26 @@ import (
 // hbaLines replace the template's trust-everything pg_hba.conf in a
 // database's machine: over TCP (how the router reaches it) every role
 // logs in with its password; the postgres superuser only over the local
-// socket, as the postgres OS user.
+// socket, as the postgres OS user. TCP comes from the loopback (through
+// the guest agent) or from the machine's gateway on its NIC (the router's
+// socket in the machine's network namespace, internal/nicroute): nothing
+// else can open a connection to the guest's address.
 var hbaLines = []string{
 	"# PandaStack managed database (internal/databases): passwords over TCP.",
 	"local   all   postgres                  peer",
 	"host    all   all        127.0.0.1/32   scram-sha-256",
 	"host    all   all        ::1/128        scram-sha-256",
+	"host    all   all        " + GatewayAddr + "/32  scram-sha-256",
 }
+
+// GuestAddr is the machine's address on its NIC, where PostgreSQL and
+// PgBouncer listen besides the loopback; GatewayAddr is the address the
+// router's connections come from (internal/network: the same in every
+// sandbox).
+const (
+	GuestAddr   = pgbouncer.GuestAddr
+	GatewayAddr = "172.16.0.1"
+)
 
 // quoteIdent quotes a PostgreSQL identifier.
 func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }

@@ -71,13 +71,20 @@ func (s *Service) makeVolume(ctx context.Context, d *pandastack.Database, sizeMi
 	return nil
 }
 
+// pgListen is the postgres option a database's cluster starts with: it
+// listens on the loopback and on the machine's NIC address, where the
+// router connects (a machine without a NIC listens on the loopback only:
+// PostgreSQL goes on when one of its addresses cannot be bound).
+const pgListen = "-c listen_addresses=localhost," + GuestAddr
+
 // dataScript points the machine's cluster at DataDir and starts it there:
 // it stops the template's cluster (on the root disk), copies it onto the
 // volume when the volume has none yet (into a side directory renamed into
 // place once synced: a half copy never looks like a cluster), and starts
 // PostgreSQL on the volume, which replays its WAL if the last machine
-// died. pg_ctl directly, not Debian's pg_ctlcluster: a Perl start-up
-// costs seconds under TCG. It prints how long each step took.
+// died, listening where pgListen says. pg_ctl directly, not Debian's
+// pg_ctlcluster: a Perl start-up costs seconds under TCG. It prints how
+// long each step took.
 const dataScript = `set -e
 vol=` + DataMount + `; data=` + DataDir + `; root=/var/lib/postgresql/17/main; conf=/etc/postgresql/17/main/postgresql.conf
 pgctl() { runuser -u postgres -- /usr/lib/postgresql/17/bin/pg_ctl "$@"; }
@@ -97,7 +104,7 @@ chmod 755 "$vol"
 sed -i "s|^data_directory *=.*|data_directory = '$data'|" "$conf"
 grep -q "^data_directory = '$data'" "$conf"
 t2=$(now)
-pgctl start -D "$data" -w -t 300 -s -l /var/log/postgresql/postgresql-17-main.log -o "-c config_file=$conf"
+pgctl start -D "$data" -w -t 300 -s -l /var/log/postgresql/postgresql-17-main.log -o "-c config_file=$conf ` + pgListen + `"
 t3=$(now)
 echo "stop_ms=$(( (t1-t0)/1000000 )) copy_ms=$(( (t2-t1)/1000000 )) copied=$copied start_ms=$(( (t3-t2)/1000000 ))"
 `

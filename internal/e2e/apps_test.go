@@ -209,6 +209,9 @@ func TestApps(t *testing.T) {
 	if first == nil || first.Status != sdk.DeployLive {
 		t.FailNow()
 	}
+	t.Run("requests reach the release over its NIC", func(t *testing.T) {
+		wantOverNIC(t, c, "web", first.ID)
+	})
 
 	var dropped *sdk.SnapshotInfo // the second deploy's, dropped by the third
 	t.Run("a second deploy switches with no failed request", func(t *testing.T) {

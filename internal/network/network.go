@@ -109,6 +109,10 @@ type sandboxNet struct {
 	nsIP   netip.Addr // transit address in the namespace
 	mu     sync.Mutex // serialises rule changes
 	rules  pandastack.NetworkPolicy
+
+	connMu sync.Mutex            // guards conns and ended (dial.go)
+	conns  map[*nicConn]struct{} // open connections DialGuest made
+	ended  bool                  // torn down: no new connection
 }
 
 var _ vmm.Network = (*Manager)(nil)
@@ -387,6 +391,7 @@ func (m *Manager) Apply(ctx context.Context, id string, p pandastack.NetworkPoli
 }
 
 func (m *Manager) teardown(ctx context.Context, n *sandboxNet) error {
+	n.endConns()
 	var errs []error
 	errs = append(errs, deleteNetns(n.NS))
 	// The namespace's end destroys the veth pair, but asynchronously: delete

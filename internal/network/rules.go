@@ -22,6 +22,16 @@ const (
 	nsTable    = "pandastack"
 )
 
+// GuestAddr is every guest's address on its NIC and GatewayAddr the
+// tap's, where connections made in a sandbox's namespace (DialGuest) come
+// from: services in a machine that the router reaches over the NIC listen
+// on the one and let the other in (internal/databases, internal/pgbouncer
+// keep their own copies, checked against these by their tests).
+const (
+	GuestAddr   = guestAddr
+	GatewayAddr = gatewayIP
+)
+
 // nsRules is the whole ruleset of a sandbox namespace: the server's
 // services (DNS first) at the gateway go to the host, the guest's traffic is
 // masqueraded to the namespace's transit address, and the egress chain holds

@@ -24,5 +24,19 @@ const MaxClients = 2000
 // limit of a process in the machine (1,024) stops it near 1,000 clients.
 const FileLimit = 8192
 
-// RuntimeIni is Ini with max_client_conn set to MaxClients.
-var RuntimeIni = strings.Replace(Ini, "max_client_conn = 1000\n", fmt.Sprintf("max_client_conn = %d\n", MaxClients), 1)
+// GuestAddr is the machine's address on its NIC (internal/network gives
+// every sandbox the same): the router connects there, from the machine's
+// namespace, instead of through the guest agent (internal/nicroute).
+const GuestAddr = "172.16.0.2"
+
+// RuntimeListen is the running pooler's listen_addr: the loopback (the
+// guest agent's path) and the NIC. A machine without a NIC has no such
+// address: PgBouncer then listens on the loopback alone.
+const RuntimeListen = "127.0.0.1," + GuestAddr
+
+// RuntimeIni is Ini with max_client_conn set to MaxClients and
+// listen_addr to RuntimeListen.
+var RuntimeIni = strings.NewReplacer(
+	"max_client_conn = 1000\n", fmt.Sprintf("max_client_conn = %d\n", MaxClients),
+	"listen_addr = 127.0.0.1\n", "listen_addr = "+RuntimeListen+"\n",
+).Replace(Ini)

@@ -19,6 +19,7 @@ func (s *Server) openApps(ctx context.Context) {
 	machines := sandboxes.New(sandboxes.Config{Store: s.store, Engine: registry.Engine{Engine: engine, Registry: s.registry},
 		Logger: s.log, Quotas: s.quotas})
 	s.apps = apps.New(apps.Config{Store: s.store, Machines: machines, Engine: engine, Secrets: s.secrets, Routes: s.routes,
+		Ports:  s.portDialer(engine, "apps"),
 		Domain: s.domain(), URLPort: urlPort(s.cfg.Listen), WorkDir: filepath.Join(s.cfg.DataDir, "apps"), Git: apps.GitGuard{Allow: s.cfg.GitAllow},
 		RollbackWindow: s.cfg.AppRollbackWindow, Quotas: s.quotas, Logger: s.log})
 	// Dependency caches and git repositories count in max_disk_gib.

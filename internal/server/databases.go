@@ -38,7 +38,8 @@ func (s *Server) openDatabases(ctx context.Context) error {
 		Sandboxes: sandboxes.New(sandboxes.Config{Store: s.store, Engine: registry.Engine{Engine: s.engine, Registry: s.registry},
 			Logger: s.log, Quotas: s.quotas}),
 		Engine: s.engine, Forks: s.engine, Volumes: s.engine, Bases: s.engine, Quotas: s.quotas, Secrets: s.secrets, Routes: s.routes, Domain: s.dbDomain(),
-		CACert: s.caPEM(), Logger: s.log.With("service", "databases")})
+		CACert: s.caPEM(), Logger: s.log.With("service", "databases"),
+		Ports: s.portDialer(s.engine, "databases")})
 	return s.databases.Start(ctx)
 }
 
