@@ -235,6 +235,12 @@ func logicalLines(r io.Reader) ([]logicalLine, error) {
 		}
 		cur.WriteString(t)
 		if !cont {
+			if strings.HasSuffix(cur.String(), `\`) {
+				// A doubled '\' continued into a blank line: the
+				// instruction would end in a continuation once written
+				// back, so it is refused rather than guessed at.
+				return nil, errorf(start, "the instruction ends with '\\' before a blank line: remove the '\\' or continue the instruction")
+			}
 			if cur.Len() > 0 {
 				out = append(out, logicalLine{start, cur.String()})
 			}

@@ -105,6 +105,7 @@ func TestParseErrorsNameTheLine(t *testing.T) {
 		{"CPUS not a number", "FROM a\nCPUS two\n", 2, "positive whole number"},
 		{"step after START", "FROM a\nSTART x\nRUN y\n", 3, "after START"},
 		{"dangling continuation", "FROM a\nRUN a \\\n", 2, "continuation"},
+		{"a doubled backslash before a blank line", "FROM a\nRUN echo \\\\\n\nRUN b\n", 2, "before a blank line"},
 		{"continued line error", "FROM a\nRUN a \\\n b\nBOGUS\n", 4, "unknown instruction"},
 	}
 	for _, c := range cases {
