@@ -244,7 +244,7 @@ func (s *Service) release(ctx context.Context, a App, d *Deploy, env map[string]
 		return fmt.Errorf("start the app: %w", err)
 	}
 	host := s.deployHost(a.Name, d.Preview)
-	if err := s.healthy(ctx, g, host, plan.Port, a.HealthPath, a.healthTimeout(), l); err != nil {
+	if err := s.healthy(ctx, g, builder.ID, host, plan.Port, a.HealthPath, a.healthTimeout(), l); err != nil {
 		return err
 	}
 	l.printf("healthy; baking the running app into a snapshot")
@@ -269,7 +269,7 @@ func (s *Service) release(ctx context.Context, a App, d *Deploy, env map[string]
 	}
 	rg, err := s.cfg.Engine.Guest(ctx, m.ID)
 	if err == nil {
-		err = s.healthy(ctx, rg, host, plan.Port, a.HealthPath, a.healthTimeout(), l)
+		err = s.healthy(ctx, rg, m.ID, host, plan.Port, a.HealthPath, a.healthTimeout(), l)
 	}
 	if err != nil {
 		drop()

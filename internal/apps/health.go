@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/router"
 )
 
 // Health check timing.
@@ -17,10 +18,12 @@ const (
 	probeInterval = 500 * time.Millisecond
 )
 
-// healthy GETs path on port through the guest until it answers 2xx or
-// 3xx, for at most HealthTimeout; failing, it says why, with the end of
-// the app's own output in the log.
-func (s *Service) healthy(ctx context.Context, g pandastack.Guest, host string, port int, path string, timeout time.Duration, l *deployLog) error {
+// healthy GETs path on port of machine (whose guest is g) until it
+// answers 2xx or 3xx, for at most HealthTimeout; failing, it says why,
+// with the end of the app's own output in the log. The GET takes the
+// path the app's traffic takes (s.ports: the machine's NIC where it has
+// one), so a release is healthy by the way it will be reached.
+func (s *Service) healthy(ctx context.Context, g pandastack.Guest, machine, host string, port int, path string, timeout time.Duration, l *deployLog) error {
 	if timeout <= 0 {
 		timeout = s.cfg.HealthTimeout
 	}
@@ -28,7 +31,7 @@ func (s *Service) healthy(ctx context.Context, g pandastack.Guest, host string, 
 	tries := 0
 	for {
 		tries++
-		err := probe(ctx, g, host, port, path)
+		err := probe(ctx, s.ports().Port(machine, port), host, port, path)
 		if err == nil {
 			l.printf("health check: GET %s on port %d answered (try %d)", path, port, tries)
 			return nil
@@ -51,11 +54,11 @@ func (s *Service) healthy(ctx context.Context, g pandastack.Guest, host string, 
 	}
 }
 
-// probe sends one GET through the guest agent to the app's port.
-func probe(ctx context.Context, g pandastack.Guest, host string, port int, path string) error {
+// probe sends one GET to the app's port through b.
+func probe(ctx context.Context, b router.Backend, host string, port int, path string) error {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	conn, err := g.DialPort(ctx, port)
+	conn, err := b.Dial(ctx)
 	if err != nil {
 		if pandastack.ErrorCode(err) == pandastack.ERefused {
 			return fmt.Errorf("nothing listens on port %d (does the app listen on $PORT?)", port)

@@ -54,7 +54,7 @@ func (s *Service) Rollback(ctx context.Context, teamID, name, deployID string) (
 	// Any use of the guest wakes a hibernated machine.
 	g, err := s.cfg.Engine.Guest(ctx, target.MachineID)
 	if err == nil {
-		err = s.healthy(ctx, g, s.host(a.Name), target.Port, a.HealthPath, a.healthTimeout(), l)
+		err = s.healthy(ctx, g, target.MachineID, s.host(a.Name), target.Port, a.HealthPath, a.healthTimeout(), l)
 	}
 	if err != nil {
 		return Deploy{}, pandastack.Errorf(pandastack.EUnavailable, "roll back to deploy %s: %v", d.ID, err)
