@@ -87,7 +87,8 @@ type Config struct {
 	Secrets *secrets.Box
 	Routes  *router.Table
 	// Ports reaches a release's port (internal/nicroute: over its
-	// machine's NIC); nil: through the guest agent (router.AgentPorts).
+	// machine's NIC); nil: through the guest agent (router.AgentPorts,
+	// New's default).
 	Ports router.Ports
 	// Domain: apps are served at NAME.apps.Domain (default localhost).
 	Domain string
@@ -143,6 +144,9 @@ type Service struct {
 func New(cfg Config) *Service {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Ports == nil {
+		cfg.Ports = router.AgentPorts{Guests: cfg.Engine}
 	}
 	if cfg.Domain == "" {
 		cfg.Domain = DefaultDomain

@@ -21,7 +21,7 @@ const (
 // healthy GETs path on port of machine (whose guest is g) until it
 // answers 2xx or 3xx, for at most HealthTimeout; failing, it says why,
 // with the end of the app's own output in the log. The GET takes the
-// path the app's traffic takes (s.ports: the machine's NIC where it has
+// path the app's traffic takes (Config.Ports: the machine's NIC where it has
 // one), so a release is healthy by the way it will be reached.
 func (s *Service) healthy(ctx context.Context, g pandastack.Guest, machine, host string, port int, path string, timeout time.Duration, l *deployLog) error {
 	if timeout <= 0 {
@@ -31,7 +31,7 @@ func (s *Service) healthy(ctx context.Context, g pandastack.Guest, machine, host
 	tries := 0
 	for {
 		tries++
-		err := probe(ctx, s.ports().Port(machine, port), host, port, path)
+		err := probe(ctx, s.cfg.Ports.Port(machine, port), host, port, path)
 		if err == nil {
 			l.printf("health check: GET %s on port %d answered (try %d)", path, port, tries)
 			return nil

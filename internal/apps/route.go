@@ -59,7 +59,7 @@ func (s *Service) register(a App) *backend {
 // registerHost routes host to a new backend kept under key (an app id,
 // or a preview's previewKey); nil when the host is taken.
 func (s *Service) registerHost(key, host, name string) *backend {
-	b := &backend{ports: s.ports(), name: name}
+	b := &backend{ports: s.cfg.Ports, name: name}
 	if err := s.cfg.Routes.Register(router.Route{Host: host, Kind: router.HTTP, Backend: b,
 		Access: router.Access{Public: true}}); err != nil {
 		return nil
@@ -82,13 +82,4 @@ func (s *Service) backendOf(appID string) *backend {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.backends[appID]
-}
-
-// ports is how the service reaches ports in its machines (Config.Ports;
-// through the guest agent when the server gave none).
-func (s *Service) ports() router.Ports {
-	if s.cfg.Ports != nil {
-		return s.cfg.Ports
-	}
-	return router.AgentPorts{Guests: s.cfg.Engine}
 }

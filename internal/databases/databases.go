@@ -87,7 +87,7 @@ type Config struct {
 	Routes *router.Table
 	// Ports reaches the port a route's connections go to in a database's
 	// machine (internal/nicroute: over the machine's NIC); nil: through
-	// its guest agent (router.AgentPorts).
+	// its guest agent (router.AgentPorts, New's default).
 	Ports router.Ports
 	// Domain is the parent of databases' host names: <id>.<Domain>.
 	Domain string
@@ -136,6 +136,9 @@ type Service struct {
 func New(cfg Config) *Service {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Ports == nil {
+		cfg.Ports = router.AgentPorts{Guests: cfg.Engine}
 	}
 	cfg.Domain = router.NormalizeHost(cfg.Domain)
 	roots := x509.NewCertPool()

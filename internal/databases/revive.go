@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/pandastack/pandastack"
-	"github.com/pandastack/pandastack/internal/router"
 	"github.com/pandastack/pandastack/internal/sandboxes"
 )
 
@@ -35,7 +34,7 @@ func (b backend) Dial(ctx context.Context) (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := b.s.ports().Port(d.MachineID, b.port).Dial(ctx)
+	c, err := b.s.cfg.Ports.Port(d.MachineID, b.port).Dial(ctx)
 	b.s.log.Debug("database dialled", "database", b.id, "port", b.port, "us", time.Since(t0).Microseconds(), "err", err)
 	if err == nil || !b.s.gone(ctx, d.MachineID, err) {
 		return c, err
@@ -43,15 +42,7 @@ func (b backend) Dial(ctx context.Context) (net.Conn, error) {
 	if d, err = b.s.revive(ctx, d); err != nil {
 		return nil, err
 	}
-	return b.s.ports().Port(d.MachineID, b.port).Dial(ctx)
-}
-
-// ports is how a route reaches ports in database machines.
-func (s *Service) ports() router.Ports {
-	if s.cfg.Ports != nil {
-		return s.cfg.Ports
-	}
-	return router.AgentPorts{Guests: s.cfg.Engine}
+	return b.s.cfg.Ports.Port(d.MachineID, b.port).Dial(ctx)
 }
 
 // gone reports whether machine id ended, dialErr being what reaching it

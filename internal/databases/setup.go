@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/network"
 	"github.com/pandastack/pandastack/internal/pgbouncer"
 )
 
@@ -25,17 +26,8 @@ var hbaLines = []string{
 	"local   all   postgres                  peer",
 	"host    all   all        127.0.0.1/32   scram-sha-256",
 	"host    all   all        ::1/128        scram-sha-256",
-	"host    all   all        " + GatewayAddr + "/32  scram-sha-256",
+	"host    all   all        " + network.GatewayAddr + "/32  scram-sha-256",
 }
-
-// GuestAddr is the machine's address on its NIC, where PostgreSQL and
-// PgBouncer listen besides the loopback; GatewayAddr is the address the
-// router's connections come from (internal/network: the same in every
-// sandbox).
-const (
-	GuestAddr   = pgbouncer.GuestAddr
-	GatewayAddr = "172.16.0.1"
-)
 
 // quoteIdent quotes a PostgreSQL identifier.
 func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }

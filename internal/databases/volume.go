@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pandastack/pandastack"
+	"github.com/pandastack/pandastack/internal/network"
 	"github.com/pandastack/pandastack/internal/quotas"
 )
 
@@ -75,7 +76,7 @@ func (s *Service) makeVolume(ctx context.Context, d *pandastack.Database, sizeMi
 // listens on the loopback and on the machine's NIC address, where the
 // router connects (a machine without a NIC listens on the loopback only:
 // PostgreSQL goes on when one of its addresses cannot be bound).
-const pgListen = "-c listen_addresses=localhost," + GuestAddr
+const pgListen = "-c listen_addresses=localhost," + network.GuestAddr
 
 // dataScript points the machine's cluster at DataDir and starts it there:
 // it stops the template's cluster (on the root disk), copies it onto the

@@ -25,8 +25,7 @@ const (
 // GuestAddr is every guest's address on its NIC and GatewayAddr the
 // tap's, where connections made in a sandbox's namespace (DialGuest) come
 // from: services in a machine that the router reaches over the NIC listen
-// on the one and let the other in (internal/databases, internal/pgbouncer
-// keep their own copies, checked against these by their tests).
+// on the one and let the other in (internal/databases, internal/pgbouncer).
 const (
 	GuestAddr   = guestAddr
 	GatewayAddr = gatewayIP

@@ -3,6 +3,8 @@ package pgbouncer
 import (
 	"fmt"
 	"strings"
+
+	"github.com/pandastack/pandastack/internal/network"
 )
 
 // A managed database's pooler runs with RuntimeIni, which the databases
@@ -24,15 +26,12 @@ const MaxClients = 2000
 // limit of a process in the machine (1,024) stops it near 1,000 clients.
 const FileLimit = 8192
 
-// GuestAddr is the machine's address on its NIC (internal/network gives
-// every sandbox the same): the router connects there, from the machine's
-// namespace, instead of through the guest agent (internal/nicroute).
-const GuestAddr = "172.16.0.2"
-
 // RuntimeListen is the running pooler's listen_addr: the loopback (the
-// guest agent's path) and the NIC. A machine without a NIC has no such
-// address: PgBouncer then listens on the loopback alone.
-const RuntimeListen = "127.0.0.1," + GuestAddr
+// guest agent's path) and the machine's NIC address (the same in every
+// sandbox), where the router connects from the machine's namespace
+// (internal/nicroute). A machine without a NIC has no such address:
+// PgBouncer then listens on the loopback alone.
+const RuntimeListen = "127.0.0.1," + network.GuestAddr
 
 // RuntimeIni is Ini with max_client_conn set to MaxClients and
 // listen_addr to RuntimeListen.

@@ -43,10 +43,7 @@ type BenchFloor struct {
 // guest agent; admin keys only): sequential restores one at a time, then
 // parallel at once, each timed from QEMU's exec until the VM runs.
 func (c *Client) BenchFloor(ctx context.Context, template string, sequential, parallel int) (*BenchFloor, error) {
-	var out BenchFloor
-	body := map[string]any{"template": template, "sequential": sequential, "parallel": parallel}
-	err := c.do(ctx, request{method: "POST", path: "/v1/admin/bench/floor", body: body}, &out)
-	return &out, err
+	return c.benchFloor(ctx, template, sequential, parallel, false)
 }
 
 // BenchAnswerFloor is BenchFloor with each restore timed until the guest's
@@ -54,8 +51,12 @@ func (c *Client) BenchFloor(ctx context.Context, template string, sequential, pa
 // guest's own cost of a create, without the pool, the network, the records
 // or the API around it.
 func (c *Client) BenchAnswerFloor(ctx context.Context, template string, sequential, parallel int) (*BenchFloor, error) {
+	return c.benchFloor(ctx, template, sequential, parallel, true)
+}
+
+func (c *Client) benchFloor(ctx context.Context, template string, sequential, parallel int, answer bool) (*BenchFloor, error) {
 	var out BenchFloor
-	body := map[string]any{"template": template, "sequential": sequential, "parallel": parallel, "answer": true}
+	body := map[string]any{"template": template, "sequential": sequential, "parallel": parallel, "answer": answer}
 	err := c.do(ctx, request{method: "POST", path: "/v1/admin/bench/floor", body: body}, &out)
 	return &out, err
 }
