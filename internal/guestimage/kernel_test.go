@@ -97,17 +97,33 @@ func TestFetchKernel(t *testing.T) {
 				t.Errorf("%s listed more than once", n)
 			}
 		}
-		// virtio_blk needs virtio and virtio_ring, and virtio needs virtio_ring.
-		if !(pos("virtio_ring") < pos("virtio") && pos("virtio") < pos("virtio_blk")) {
-			t.Errorf("virtio_blk's dependencies do not come before it: %v", names)
+		// Every module comes after what modules.dep says it needs (which
+		// of virtio and virtio_ring needs the other changes between
+		// kernel builds), and virtio_blk needs both.
+		dep, err := os.ReadFile(filepath.Join(k.ModulesDir, "modules.dep"))
+		if err != nil {
+			t.Fatal(err)
 		}
-		for _, n := range []string{"virtio_mmio", "virtio_console", "virtio_net", "virtio_rng"} {
-			if pos("virtio") > pos(n) {
-				t.Errorf("virtio after %s: %v", n, names)
+		_, deps, err := parseModulesDep(dep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, p := range paths {
+			for _, d := range deps[strings.TrimPrefix(p, k.ModulesDir+"/")] {
+				if j := pos(moduleNameFromPath(d)); j > i {
+					t.Errorf("%s loads before %s, which it needs: %v", names[i], names[j], names)
+				}
 			}
+		}
+		if pos("virtio_ring") > pos("virtio_blk") || pos("virtio") > pos("virtio_blk") {
+			t.Errorf("virtio_blk's dependencies do not come before it: %v", names)
 		}
 		if pos("net_failover") > pos("virtio_net") || pos("failover") > pos("net_failover") {
 			t.Errorf("virtio_net's dependencies out of order: %v", names)
+		}
+		// ext4's quota format (quota_v2, on quota_tree) resolves.
+		if q, err := k.ResolveModules([]string{"quota_v2"}); err != nil || len(q) != 2 || moduleNameFromPath(q[0]) != "quota_tree" {
+			t.Errorf("quota_v2 resolved to %v, %v; want quota_tree then quota_v2", q, err)
 		}
 
 		// Asking again for something already loaded adds nothing.
