@@ -63,9 +63,10 @@ func baseID(templateID string, sizeMiB int) string {
 }
 
 // baseLayout changes when what a base's running machine holds changes, so
-// a server never restores a base an older version saved: "nic" has
-// PostgreSQL and PgBouncer listening on the machine's NIC address too.
-const baseLayout = "nic"
+// a server never restores a base an older version saved: "walroom" has
+// PostgreSQL and PgBouncer listening on the machine's NIC address and its
+// volume's WAL room kept by project quotas (walroom.go).
+const baseLayout = "walroom"
 
 // template is the postgres template's newest public build, which new
 // databases start from.

@@ -163,9 +163,10 @@ func (s *Service) restorePlan(ctx context.Context, src pandastack.Database, targ
 // recoverPrepare stops the template's cluster and readies the volume.
 const recoverPrepare = `set -e
 vol=` + DataMount + `
-runuser -u postgres -- ` + pgBin + `/pg_ctl stop -D /var/lib/postgresql/17/main -m fast -w -s >/dev/null 2>&1 || true
+` + projectVolume + `runuser -u postgres -- ` + pgBin + `/pg_ctl stop -D /var/lib/postgresql/17/main -m fast -w -s >/dev/null 2>&1 || true
 rm -rf "$vol/17" "$vol/.init" "` + restoreWALDir + `"
 mkdir -p "$vol/.init/main" "` + restoreWALDir + `"
+[ "$proj" = 0 ] || chattr +P -p ` + projWAL + ` "` + restoreWALDir + `"
 `
 
 // recoverScript puts the extracted backup in place as PGDATA with
@@ -173,8 +174,8 @@ mkdir -p "$vol/.init/main" "` + restoreWALDir + `"
 // and waits for it to reach the target and promote; then it drops the
 // settings and the copied WAL. On failure it prints the server log's end.
 const recoverScript = `set -e
-vol=` + DataMount + `; data=` + DataDir + `; conf=/etc/postgresql/17/main/postgresql.conf; log=/var/log/postgresql/postgresql-17-main.log
-q() { runuser -u postgres -- ` + pgBin + `/psql -X -q -At -v ON_ERROR_STOP=1 -h ` + pgSocketDir + ` -d postgres "$@"; }
+vol=` + DataMount + `; data=` + DataDir + `; conf=/etc/postgresql/17/main/postgresql.conf; log=/var/log/postgresql/postgresql-17-main.log; room="$1"
+` + walRoomFunc + projectVolume + `q() { runuser -u postgres -- ` + pgBin + `/psql -X -q -At -v ON_ERROR_STOP=1 -h ` + pgSocketDir + ` -d postgres "$@"; }
 fail() { echo "$1"; tail -n 15 "$log"; exit 1; }
 chown -R postgres:postgres "$vol/.init" "` + restoreWALDir + `"
 chmod 700 "$vol/.init/main"
@@ -185,6 +186,7 @@ sync
 mv "$vol/.init" "$vol/17"
 chmod 755 "$vol"
 sed -i "s|^data_directory *=.*|data_directory = '$data'|" "$conf"
+walroom "$data/pg_wal" "` + restoreWALDir + `"
 : > "$log"
 runuser -u postgres -- ` + pgBin + `/pg_ctl start -D "$data" -w -t 600 -s -l "$log" -o "-c config_file=$conf ` + pgListen + `" || fail "postgres did not start"
 i=0
@@ -232,8 +234,12 @@ func (s *Service) recover(ctx context.Context, d pandastack.Database, srcID stri
 		}
 		n++
 	}
+	size, err := s.volumeSize(ctx, d)
+	if err != nil {
+		return n, err
+	}
 	script := strings.Replace(recoverScript, "$TARGET", target.UTC().Format("2006-01-02 15:04:05.999999")+"+00", 1)
-	out, err := s.execIn(ctx, d.MachineID, 15*time.Minute, nil, "sh", "-c", script)
+	out, err := s.execIn(ctx, d.MachineID, 15*time.Minute, nil, "sh", "-c", script, "recover", walRoomArg(size))
 	if err != nil {
 		return n, fmt.Errorf("recover to %s: %w", target.UTC().Format(time.RFC3339Nano), err)
 	}

@@ -84,11 +84,12 @@ const pgListen = "-c listen_addresses=localhost," + network.GuestAddr
 // place once synced: a half copy never looks like a cluster), and starts
 // PostgreSQL on the volume, which replays its WAL if the last machine
 // died, listening where pgListen says. pg_ctl directly, not Debian's
-// pg_ctlcluster: a Perl start-up costs seconds under TCG. It prints how
-// long each step took.
+// pg_ctlcluster: a Perl start-up costs seconds under TCG. Before the
+// start it keeps the WAL's room ($1 KiB, walroom.go). It prints how long
+// each step took.
 const dataScript = `set -e
-vol=` + DataMount + `; data=` + DataDir + `; root=/var/lib/postgresql/17/main; conf=/etc/postgresql/17/main/postgresql.conf
-pgctl() { runuser -u postgres -- /usr/lib/postgresql/17/bin/pg_ctl "$@"; }
+vol=` + DataMount + `; data=` + DataDir + `; root=/var/lib/postgresql/17/main; conf=/etc/postgresql/17/main/postgresql.conf; room="$1"
+` + walRoomFunc + projectVolume + `pgctl() { runuser -u postgres -- /usr/lib/postgresql/17/bin/pg_ctl "$@"; }
 now() { date +%s%N; }
 t0=$(now)
 pgctl stop -D "$root" -m fast -w -s >/dev/null 2>&1 || true
@@ -104,6 +105,7 @@ fi
 chmod 755 "$vol"
 sed -i "s|^data_directory *=.*|data_directory = '$data'|" "$conf"
 grep -q "^data_directory = '$data'" "$conf"
+walroom "$data/pg_wal"
 t2=$(now)
 pgctl start -D "$data" -w -t 300 -s -l /var/log/postgresql/postgresql-17-main.log -o "-c config_file=$conf ` + pgListen + `"
 t3=$(now)
@@ -113,7 +115,11 @@ echo "stop_ms=$(( (t1-t0)/1000000 )) copy_ms=$(( (t2-t1)/1000000 )) copied=$copi
 // startOnVolume runs dataScript in d's machine.
 func (s *Service) startOnVolume(ctx context.Context, d pandastack.Database) error {
 	t0 := time.Now()
-	out, err := s.run(ctx, d.MachineID, "sh", "-c", dataScript)
+	size, err := s.volumeSize(ctx, d)
+	if err != nil {
+		return fmt.Errorf("start postgres on the volume: %w", err)
+	}
+	out, err := s.run(ctx, d.MachineID, "sh", "-c", dataScript, "data", walRoomArg(size))
 	if err != nil {
 		return fmt.Errorf("start postgres on the volume: %w", err)
 	}

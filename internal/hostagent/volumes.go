@@ -104,9 +104,12 @@ func (a *Agent) makeVolumeFile(ctx context.Context, file string, size int64) err
 	}
 	// The file is new and sparse: what mkfs leaves unwritten reads as
 	// zeros, so lazy journal and inode table init are safe; nothing to
-	// discard.
-	cmd := exec.CommandContext(ctx, "mkfs.ext4", "-q", "-F", "-m", "0", "-L", "pandastack-vol",
-		"-E", "nodiscard,lazy_itable_init=1,lazy_journal_init=1", file)
+	// discard. Project quotas are tracked (the guest mounts it with
+	// prjquota) so a user of the volume can keep part of it for one
+	// directory: a database keeps its WAL's room that way. They need
+	// 256-byte inodes, which mkfs would not give a small volume by itself.
+	cmd := exec.CommandContext(ctx, "mkfs.ext4", "-q", "-F", "-m", "0", "-L", "pandastack-vol", "-I", "256",
+		"-O", "quota,project", "-E", "nodiscard,lazy_itable_init=1,lazy_journal_init=1,quotatype=prjquota", file)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
@@ -168,7 +171,9 @@ func (a *Agent) durableSlots(vols []hostapi.VolumeAttachment, snap *vmm.Snapshot
 
 // mountScript mounts the volume in slot (found by its serial) at dir once
 // the guest sees its size (sectors of 512 bytes), then makes its root the
-// template user's when the volume is new.
+// template user's when the volume is new. Project quota limits are
+// enforced (prjquota) on a volume formatted with them; one formatted
+// before them mounts without.
 const mountScript = `set -e
 slot="$1"; want="$2"; dir="$3"; owner="$4"
 find_dev() { for d in /sys/block/vd*; do [ "$(cat "$d/serial" 2>/dev/null)" = "$slot" ] && { echo "${d##*/}"; return 0; }; done; return 1; }
@@ -190,7 +195,7 @@ while [ "$(cat /sys/block/$dev/size)" != "$want" ]; do
 done
 mkdir -p "$dir" || exit 3
 [ -d "$dir" ] || { echo "$dir is not a directory" >&2; exit 3; }
-mount -t ext4 -o nodev,nosuid "/dev/$dev" "$dir"
+mount -t ext4 -o nodev,nosuid,prjquota "/dev/$dev" "$dir" 2>/dev/null || mount -t ext4 -o nodev,nosuid "/dev/$dev" "$dir"
 if [ -n "$owner" ] && [ "$owner" != root ] && [ "$(stat -c %u "$dir")" = 0 ] && [ "$(ls -A "$dir")" = lost+found ]; then
   chown "$owner": "$dir" 2>/dev/null || chown "$owner" "$dir"
 fi

@@ -73,5 +73,7 @@ var Catalog = map[string]Def{
 	},
 }
 
-// Modules are the kernel modules every guest loads from its initramfs.
-var Modules = []string{"virtio_mmio", "virtio_blk", "virtio_console", "virtio_net", "virtio_rng"}
+// Modules are the kernel modules every guest loads from its initramfs:
+// quota_v2 is the format of ext4's own quota files, without which a volume
+// with quotas (hostagent) does not mount.
+var Modules = []string{"virtio_mmio", "virtio_blk", "virtio_console", "virtio_net", "virtio_rng", "quota_v2"}

@@ -1,0 +1,110 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	sdk "github.com/pandastack/pandastack/sdk/go"
+)
+
+// TestDatabaseVolumeFull: a tenant who fills its database's volume gets
+// PostgreSQL's own disk-full error (SQLSTATE 53100) and the database
+// stays up — the server never restarts, the session that hit the error
+// goes on, and freeing rows makes room again. Then the tenant churns:
+// deletes everything and fills the freed space again, twice, on a volume
+// whose tables have taken all they may, so every row written is WAL that
+// needs segment files. Without the WAL's room kept from the tables
+// (databases/walroom.go) a new segment file on the full volume stops
+// PostgreSQL (a PANIC: every session dropped, crash recovery), which this
+// catches as a changed postmaster start time or a lost connection.
+func TestDatabaseVolumeFull(t *testing.T) {
+	needTemplate(t, "postgres")
+	ctx := context.Background()
+	c := teamClient(t, "db-full")
+	d, err := c.CreateDatabase(ctx, sdk.CreateDatabaseParams{Name: "full", SizeMiB: 128})
+	if err != nil {
+		t.Fatalf("create a 128 MiB database: %v\n%s", err, main.tail())
+	}
+	t.Cleanup(func() { _ = c.DeleteDatabase(context.Background(), d.ID) })
+
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Minute)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(cctx, pgxConfig(t, d, ""))
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer conn.Close(context.Background())
+	started := func() string {
+		t.Helper()
+		var s string
+		if err := conn.QueryRow(cctx, "SELECT pg_postmaster_start_time()::text").Scan(&s); err != nil {
+			t.Fatalf("the session that filled the volume is gone (PostgreSQL restarted?): %v\n%s", err, main.tail())
+		}
+		return s
+	}
+	exec := func(sql string) {
+		t.Helper()
+		if _, err := conn.Exec(cctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	since := started()
+	exec("CREATE TABLE fill (b text)")
+	// fill inserts rows of 512 random hex digits (below TOAST's
+	// threshold: stored as they are) about 2 MB at a time until a
+	// statement fails, and answers that failure and how many statements
+	// went in.
+	fill := func() (*pgconn.PgError, int) {
+		t.Helper()
+		const insert = `INSERT INTO fill SELECT (SELECT string_agg(md5(random()::text || g), '') FROM generate_series(1, 16)) FROM generate_series(1, 4000) g`
+		for n := 0; n < 400; n++ {
+			_, err := conn.Exec(cctx, insert)
+			if err == nil {
+				continue
+			}
+			var pe *pgconn.PgError
+			if !errors.As(err, &pe) {
+				t.Fatalf("filling the volume after %d statements ended without a PostgreSQL error (the server stopped?): %v\n%s", n, err, main.tail())
+			}
+			return pe, n
+		}
+		t.Fatalf("800 MB went into a 128 MiB volume")
+		return nil, 0
+	}
+	for round := 0; round < 3; round++ {
+		pe, n := fill()
+		if pe.Code != "53100" || !strings.Contains(pe.Message, "could not extend file") {
+			t.Fatalf("round %d: filling the volume ended with %s %q, want 53100 could not extend file", round, pe.Code, pe.Message)
+		}
+		if now := started(); now != since {
+			t.Fatalf("round %d: PostgreSQL restarted (postmaster started %s, was %s) while the volume filled\n%s", round, now, since, main.tail())
+		}
+		var rows int64
+		if err := conn.QueryRow(cctx, "SELECT count(*) FROM fill").Scan(&rows); err != nil || rows == 0 {
+			t.Fatalf("round %d: the rows written before the volume filled: %d, %v", round, rows, err)
+		}
+		t.Logf("round %d: %d statements (%d rows) until %s %q", round, n, rows, pe.Code, pe.Message)
+		// Churn: every row goes and its space is written again, as WAL.
+		exec("DELETE FROM fill")
+		exec("VACUUM fill")
+	}
+	exec("DROP TABLE fill")
+	exec("CREATE TABLE after (x int)")
+	exec("INSERT INTO after SELECT generate_series(1, 1000)")
+	var sum int64
+	if err := conn.QueryRow(cctx, "SELECT sum(x) FROM after").Scan(&sum); err != nil || sum != 500500 {
+		t.Fatalf("after the volume was freed: sum %d, %v", sum, err)
+	}
+	if now := started(); now != since {
+		t.Fatalf("PostgreSQL restarted (postmaster started %s, was %s)", now, since)
+	}
+	// A new session through the router works too.
+	if out := mustPsql(t, d, "SELECT count(*) FROM after"); out != "1000" {
+		t.Fatalf("a new session after the volume was full: %q", out)
+	}
+}
