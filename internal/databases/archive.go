@@ -69,13 +69,14 @@ func (s *Service) arm(ctx context.Context, d pandastack.Database, force bool) er
 	if !force && a.machine == d.MachineID && time.Since(a.at) < rearmEvery {
 		return nil
 	}
-	// The slot may hold an eighth of the volume (at least 32 MiB, two
-	// segments): a receiver that cannot keep up (or died, the volume
-	// full) loses the archive's continuity, not the database its disk.
-	keep := 32
+	// The slot may hold the WAL budget (walsize.go; at least 32 MiB, two
+	// segments), which the WAL's room counts (walroom.go): a receiver
+	// that cannot keep up (or died, the volume full) loses the archive's
+	// continuity, not the database its disk.
+	keep := walBudgetMB(0)
 	if d.VolumeID != "" {
-		if size, err := s.volumeSize(ctx, d); err == nil && size/8 > keep {
-			keep = size / 8
+		if size, err := s.volumeSize(ctx, d); err == nil {
+			keep = walBudgetMB(size)
 		}
 	}
 	script := strings.ReplaceAll(archiveScript, "KEEPMB", fmt.Sprintf("%dMB", keep))

@@ -8,16 +8,16 @@ import (
 	"testing"
 )
 
-// TestWALRoom: the room kept for WAL is its budget and half again, and on
-// the smallest volume still leaves the tables most of it.
+// TestWALRoom: the room kept for WAL is twice its budget and a segment,
+// and leaves the tables most of the default volume.
 func TestWALRoom(t *testing.T) {
-	for size, want := range map[int]int{128: 48 << 10, 1024: 192 << 10, 65536: 1536 << 10} {
+	for size, want := range map[int]int{128: 80 << 10, 1024: 144 << 10, 65536: 2064 << 10} {
 		if got := walRoomKB(size); got != want {
 			t.Errorf("volume %d MiB: %d KiB kept for WAL, want %d", size, got, want)
 		}
 	}
-	if room := walRoomKB(MinSizeMiB); room*2 > MinSizeMiB<<10 {
-		t.Errorf("the smallest volume (%d MiB) keeps %d KiB for WAL: more than half", MinSizeMiB, room)
+	if room := walRoomKB(DefaultSizeMiB); room*6 > DefaultSizeMiB<<10 {
+		t.Errorf("the default volume (%d MiB) keeps %d KiB for WAL: more than a sixth", DefaultSizeMiB, room)
 	}
 }
 
@@ -41,7 +41,8 @@ func TestWALRoomScripts(t *testing.T) {
 }
 
 // TestWALRoomShell runs walroom with chattr, df and setquota replaced by
-// recorders: pg_wal goes into project 2, and project 1 is limited to the
+// recorders: pg_wal, its files and directories, goes into project 2
+// (its directories passing it on), and project 1 is limited to the
 // volume's used plus available space less the room; without project
 // quotas it sets nothing.
 func TestWALRoomShell(t *testing.T) {
@@ -56,9 +57,13 @@ func TestWALRoomShell(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	data := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(data, "pg_wal", "archive_status"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	run := func(noproj string) (string, string) {
 		os.Remove(logf)
-		script := `set -e; vol=/pgdata; data=/pgdata/17/main; room="$1"` + "\n" + walRoomFunc + projectVolume + `walroom "$data/pg_wal"`
+		script := `set -e; vol=/pgdata; data=` + data + `; room="$1"` + "\n" + walRoomFunc + projectVolume + `walroom "$data/pg_wal"`
 		cmd := exec.Command("sh", "-c", script, "test", "49152")
 		cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "LOG="+logf, "NOPROJ="+noproj)
 		out, err := cmd.CombinedOutput()
@@ -69,7 +74,8 @@ func TestWALRoomShell(t *testing.T) {
 		return strings.TrimSpace(string(out)), string(calls)
 	}
 	out, calls := run("")
-	want := "chattr +P -p 1 /pgdata\nchattr -R +P -p 2 /pgdata/17/main/pg_wal\nsetquota -P 1 0 70848 0 0 /pgdata\n"
+	wal := filepath.Join(data, "pg_wal")
+	want := "chattr +P -p 1 /pgdata\nchattr -R -p 2 " + wal + "\nchattr +P " + wal + " " + wal + "/archive_status\nsetquota -P 1 0 70848 0 0 /pgdata\n"
 	if calls != want || out != "walroom_kb=49152 data_limit_kb=70848" {
 		t.Errorf("with project quotas: printed %q, ran\n%s\nwant\n%s", out, calls, want)
 	}

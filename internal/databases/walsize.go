@@ -7,17 +7,17 @@ import "fmt"
 // size between checkpoints, and WAL that needs a new segment file on a
 // full volume stops PostgreSQL (a PANIC and crash recovery), where a
 // table that cannot grow only fails its statement (SQLSTATE 53100).
-// walSQL bounds the WAL to an eighth of the volume and keeps that much
+// walSQL bounds the WAL to a sixteenth of the volume and keeps that much
 // recycled (min_wal_size = max_wal_size): once the first checkpoints
 // ran, new WAL goes into segment files that already hold their space,
 // and a volume the tenant fills ends in PostgreSQL's own disk-full error
 // with the database up.
 
 // walBudgetMB is max_wal_size and min_wal_size for a volume of sizeMiB:
-// an eighth of it in whole 16 MB segments, at least two (PostgreSQL's
+// a sixteenth of it in whole 16 MB segments, at least two (PostgreSQL's
 // floor) and at most 1 GB (its default).
 func walBudgetMB(sizeMiB int) int {
-	mb := sizeMiB / 8 / 16 * 16
+	mb := sizeMiB / 16 / 16 * 16
 	return min(max(mb, 32), 1024)
 }
 

@@ -103,11 +103,12 @@ func init() {
 	// PostgresExtensions), running in the bake, trusting local connections
 	// (the sandbox is the security boundary). A managed database
 	// (internal/databases) turns trust off for its own machine and keeps
-	// its WAL's room on its volume with setquota, from quota.
+	// its WAL's room on its volume with chattr (e2fsprogs, no longer
+	// essential in trixie) and setquota (quota).
 	Catalog["postgres"] = Def{
 		Name: "postgres",
 		Rootfs: guestimage.RootfsSpec{Suite: "trixie", Mirror: DebianMirror,
-			Packages: withBase(append([]string{"postgresql-17", "postgresql-client-17", "quota"}, postgresExtensionPackages...)...),
+			Packages: withBase(append([]string{"postgresql-17", "postgresql-client-17", "e2fsprogs", "quota"}, postgresExtensionPackages...)...),
 			Run: []string{
 				"test -d /etc/postgresql/17/main || pg_createcluster 17 main",
 				"printf 'local all all trust\\nhost all all 127.0.0.1/32 trust\\nhost all all ::1/128 trust\\n' > /etc/postgresql/17/main/pg_hba.conf",
