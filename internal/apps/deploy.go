@@ -187,11 +187,12 @@ func (s *Service) release(ctx context.Context, a App, d *Deploy, env map[string]
 	if d.Preview != 0 {
 		meta["preview"] = strconv.Itoa(d.Preview)
 	}
-	l.printf("starting a build machine from template %s", s.cfg.Template)
 	bp := sizeBuild(sandboxes.CreateParams{Template: s.cfg.Template, TTLSeconds: &ttl,
 		Metadata: with(meta, "role", "build"), ManagedBy: "app:" + a.Name}, plan)
 	if bp.MemoryMiB != 0 {
-		l.printf("the build machine gets %d MiB of memory (framework %s)", bp.MemoryMiB, plan.Framework)
+		l.printf("starting a build machine from template %s with %d MiB of memory (framework %s)", s.cfg.Template, bp.MemoryMiB, plan.Framework)
+	} else {
+		l.printf("starting a build machine from template %s", s.cfg.Template)
 	}
 	builder, err := s.cfg.Machines.Create(ctx, a.TeamID, bp)
 	if err != nil {
