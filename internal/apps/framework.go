@@ -19,8 +19,10 @@ var frameworkEnv = map[detect.Framework]map[string]string{
 
 // buildMemoryMiB is the memory a framework's build machine gets instead
 // of the template's. `next build` (Turbopack and its page-data workers)
-// peaks above 500 MiB for even a small app, past the base template's 512
-// MiB; the release, baked from the build machine, keeps its size.
+// of even a small app is killed by the OOM killer in the base template's
+// 512 MiB (BENCHMARKS.md, Session 13), whose /tmp, a tmpfs of half the
+// memory, cannot hold Next's ~440 MiB dependency archive either. The
+// release, baked from the build machine, keeps its size.
 var buildMemoryMiB = map[detect.Framework]int{
 	detect.Next: 2048,
 }
