@@ -181,19 +181,20 @@ func (s *Service) release(ctx context.Context, a App, d *Deploy, env map[string]
 	}
 	os.RemoveAll(src)
 
-	runEnv := maps.Clone(env)
-	if runEnv == nil {
-		runEnv = map[string]string{}
-	}
-	runEnv["PORT"] = strconv.Itoa(plan.Port)
+	runEnv := appRunEnv(plan, env)
 	ttl := int64((s.cfg.BuildTimeout + s.cfg.HealthTimeout + 5*time.Minute) / time.Second)
 	meta := map[string]string{"app": a.Name, "deploy": d.ID}
 	if d.Preview != 0 {
 		meta["preview"] = strconv.Itoa(d.Preview)
 	}
-	l.printf("starting a build machine from template %s", s.cfg.Template)
-	builder, err := s.cfg.Machines.Create(ctx, a.TeamID, sandboxes.CreateParams{Template: s.cfg.Template, TTLSeconds: &ttl,
-		Metadata: with(meta, "role", "build"), ManagedBy: "app:" + a.Name})
+	bp := sizeBuild(sandboxes.CreateParams{Template: s.cfg.Template, TTLSeconds: &ttl,
+		Metadata: with(meta, "role", "build"), ManagedBy: "app:" + a.Name}, plan)
+	if bp.MemoryMiB != 0 {
+		l.printf("starting a build machine from template %s with %d MiB of memory (framework %s)", s.cfg.Template, bp.MemoryMiB, plan.Framework)
+	} else {
+		l.printf("starting a build machine from template %s", s.cfg.Template)
+	}
+	builder, err := s.cfg.Machines.Create(ctx, a.TeamID, bp)
 	if err != nil {
 		return fmt.Errorf("start build machine: %w", err)
 	}
@@ -244,7 +245,7 @@ func (s *Service) release(ctx context.Context, a App, d *Deploy, env map[string]
 		return fmt.Errorf("start the app: %w", err)
 	}
 	host := s.deployHost(a.Name, d.Preview)
-	if err := s.healthy(ctx, g, builder.ID, host, plan.Port, a.HealthPath, a.healthTimeout(), l); err != nil {
+	if err := s.healthy(ctx, g, builder.ID, host, plan.Port, a.HealthPath, s.healthTimeout(a, plan), l); err != nil {
 		return err
 	}
 	l.printf("healthy; baking the running app into a snapshot")
@@ -269,7 +270,7 @@ func (s *Service) release(ctx context.Context, a App, d *Deploy, env map[string]
 	}
 	rg, err := s.cfg.Engine.Guest(ctx, m.ID)
 	if err == nil {
-		err = s.healthy(ctx, rg, m.ID, host, plan.Port, a.HealthPath, a.healthTimeout(), l)
+		err = s.healthy(ctx, rg, m.ID, host, plan.Port, a.HealthPath, s.healthTimeout(a, plan), l)
 	}
 	if err != nil {
 		drop()

@@ -110,11 +110,20 @@ func (s *Service) restoreDeps(ctx context.Context, g pandastack.Guest, a App, dp
 // budget and its max_disk_gib. A failure only costs the next build its
 // cache.
 func (s *Service) saveDeps(ctx context.Context, g pandastack.Guest, a App, dp depsPlan, l *deployLog) {
-	if code, err := s.exec(ctx, g, "test -d node_modules && tar -cf "+guestDepsTar+" node_modules", nil, nil); err != nil || code != 0 {
+	if code, err := s.exec(ctx, g, "test -d node_modules", nil, nil); err != nil || code != 0 {
 		l.printf("dependency cache: nothing kept (no node_modules after the install)")
 		return
 	}
 	defer func() { _, _ = s.exec(context.WithoutCancel(ctx), g, "rm -f "+guestDepsTar, nil, nil) }()
+	// The archive goes through the machine's /tmp, a tmpfs of half its
+	// memory: tar's own complaint (no space left) goes to the log.
+	if code, err := s.exec(ctx, g, "tar -cf "+guestDepsTar+" node_modules", nil, l); err != nil || code != 0 {
+		if err == nil {
+			err = fmt.Errorf("tar exited with status %d", code)
+		}
+		l.printf("dependency cache: node_modules not kept: archiving it in the build machine failed: %v", err)
+		return
+	}
 	pr, pw := io.Pipe()
 	go func() {
 		pw.CloseWithError(g.ReadFile(ctx, guestDepsTar, pw, func(pandastack.FileInfo) error { return nil }))

@@ -125,7 +125,14 @@ func appGetAt(ctx context.Context, base, app, path string) (int, string, error) 
 
 func deployAndWait(t *testing.T, c *sdk.Client, app, ref string) *sdk.Deploy {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	return deployAndWaitWithin(t, c, app, ref, 10*time.Minute)
+}
+
+// deployAndWaitWithin deploys ref of app and waits up to within for the
+// deploy to end (live or failed).
+func deployAndWaitWithin(t *testing.T, c *sdk.Client, app, ref string, within time.Duration) *sdk.Deploy {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
 	d, err := c.DeployApp(ctx, app, ref)
 	if err != nil {
