@@ -79,7 +79,7 @@ func (s *Service) Create(ctx context.Context, teamID string, p CreateParams) (In
 		}
 		tMachine = time.Since(tc) - tVolume
 		t1 := time.Now()
-		if err := s.startOnVolume(ctx, d); err != nil {
+		if err := s.startOnVolume(ctx, d, size); err != nil {
 			return Info{}, fmt.Errorf("create database %s: %w", name, err)
 		}
 		tStart = time.Since(t1)

@@ -77,7 +77,7 @@ func (s *Service) Restore(ctx context.Context, teamID, ref string, p RestorePara
 	if err := s.cfg.Store.UpdateDatabase(ctx, d.ID, d.State, d.MachineID); err != nil {
 		return Info{}, err
 	}
-	nwal, err := s.recover(ctx, d, src.ID, base, p.TargetTime)
+	nwal, err := s.recover(ctx, d, size, src.ID, base, p.TargetTime)
 	if err != nil {
 		return Info{}, fmt.Errorf("restore database %s: %w", ref, err)
 	}
@@ -200,9 +200,9 @@ grep -E 'recovery stopping|selected new timeline' "$log" | tail -n 2 || true
 `
 
 // recover writes base backup b of database srcID and srcID's archived WAL
-// after it onto d's fresh volume, and recovers the cluster there up to
+// after it onto d's fresh volume of sizeMiB, and recovers the cluster there up to
 // target. It answers how many WAL files it copied.
-func (s *Service) recover(ctx context.Context, d pandastack.Database, srcID string, b pandastack.DatabaseBackup, target time.Time) (int, error) {
+func (s *Service) recover(ctx context.Context, d pandastack.Database, sizeMiB int, srcID string, b pandastack.DatabaseBackup, target time.Time) (int, error) {
 	if _, err := s.run(ctx, d.MachineID, "sh", "-c", recoverPrepare); err != nil {
 		return 0, fmt.Errorf("prepare the volume: %w", err)
 	}
@@ -234,12 +234,8 @@ func (s *Service) recover(ctx context.Context, d pandastack.Database, srcID stri
 		}
 		n++
 	}
-	size, err := s.volumeSize(ctx, d)
-	if err != nil {
-		return n, err
-	}
 	script := strings.Replace(recoverScript, "$TARGET", target.UTC().Format("2006-01-02 15:04:05.999999")+"+00", 1)
-	out, err := s.execIn(ctx, d.MachineID, 15*time.Minute, nil, "sh", "-c", script, "recover", walRoomArg(size))
+	out, err := s.execIn(ctx, d.MachineID, 15*time.Minute, nil, "sh", "-c", script, "recover", walRoomArg(sizeMiB))
 	if err != nil {
 		return n, fmt.Errorf("recover to %s: %w", target.UTC().Format(time.RFC3339Nano), err)
 	}

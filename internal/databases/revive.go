@@ -136,7 +136,11 @@ func managedBy(id string) string {
 // attach brings up PostgreSQL on the volume in d's (new) machine and
 // configures it for d.
 func (s *Service) attach(ctx context.Context, d pandastack.Database, password string) error {
-	if err := s.startOnVolume(ctx, d); err != nil {
+	size, err := s.volumeSize(ctx, d)
+	if err != nil {
+		return err
+	}
+	if err := s.startOnVolume(ctx, d, size); err != nil {
 		return err
 	}
 	return s.setup(ctx, d, password)

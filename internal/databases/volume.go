@@ -112,14 +112,10 @@ t3=$(now)
 echo "stop_ms=$(( (t1-t0)/1000000 )) copy_ms=$(( (t2-t1)/1000000 )) copied=$copied start_ms=$(( (t3-t2)/1000000 ))"
 `
 
-// startOnVolume runs dataScript in d's machine.
-func (s *Service) startOnVolume(ctx context.Context, d pandastack.Database) error {
+// startOnVolume runs dataScript in d's machine, whose volume is sizeMiB.
+func (s *Service) startOnVolume(ctx context.Context, d pandastack.Database, sizeMiB int) error {
 	t0 := time.Now()
-	size, err := s.volumeSize(ctx, d)
-	if err != nil {
-		return fmt.Errorf("start postgres on the volume: %w", err)
-	}
-	out, err := s.run(ctx, d.MachineID, "sh", "-c", dataScript, "data", walRoomArg(size))
+	out, err := s.run(ctx, d.MachineID, "sh", "-c", dataScript, "data", walRoomArg(sizeMiB))
 	if err != nil {
 		return fmt.Errorf("start postgres on the volume: %w", err)
 	}

@@ -16,8 +16,9 @@ import "strconv"
 //     in project 2;
 //   - project 1 has a hard limit of the volume's usable space minus
 //     walRoomKB: a statement that would grow the tables past it fails with
-//     EDQUOT, which PostgreSQL reports as 53100 "could not extend file"
-//     like a full disk, and the WAL's room stays free.
+//     EDQUOT, which PostgreSQL reports as "could not extend file ... Disk
+//     quota exceeded" (SQLSTATE XX000: it gives 53100 to ENOSPC only), and
+//     the WAL's room stays free.
 //
 // A volume formatted before project quotas (chattr -p fails there) keeps
 // working as before, without the room.

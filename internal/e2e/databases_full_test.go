@@ -3,7 +3,7 @@ package e2e
 import (
 	"context"
 	"errors"
-		"os"
+	"os"
 	"strings"
 	"testing"
 	"time"
