@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/pandastack/pandastack"
-	"github.com/pandastack/pandastack/internal/pgbouncer"
 	"github.com/pandastack/pandastack/internal/quotas"
 	"github.com/pandastack/pandastack/internal/sandboxes"
 )
@@ -26,8 +25,8 @@ import (
 // included, as the base before it gives the machine its tenant; every
 // later create restores the base with its own copy-on-write copy of the
 // volume kept as its durable volume, then claims it (claimSQL: its role,
-// the database renamed to its name, PgBouncer's auth_file and the hba
-// that turns the trust off) in one round trip. Its data is on its own
+// the database renamed to its name and the hba that turns the trust off)
+// in one round trip. Its data is on its own
 // volume from the first instruction, as with the slow way: a machine that
 // dies is restarted from the volume (revive.go).
 
@@ -65,8 +64,10 @@ func baseID(templateID string, sizeMiB int) string {
 // baseLayout changes when what a base's running machine holds changes, so
 // a server never restores a base an older version saved: "walroom" has
 // PostgreSQL and PgBouncer listening on the machine's NIC address and its
-// volume's WAL room kept by project quotas (walroom.go).
-const baseLayout = "walroom"
+// volume's WAL room kept by project quotas (walroom.go); "authquery" has
+// PgBouncer look its clients up in the database (pgbouncer.AuthQuery)
+// over PostgreSQL's local socket, its auth_file empty.
+const baseLayout = "authquery"
 
 // template is the postgres template's newest public build, which new
 // databases start from.
@@ -135,7 +136,7 @@ func (s *Service) prepare(ctx context.Context, d pandastack.Database) error {
 	}
 	for _, q := range append([]string{
 		"CREATE DATABASE " + quoteIdent(BaseDB),
-		"COPY (SELECT 1 WHERE false) TO " + quoteLiteral(pgbouncer.Users),
+		emptyAuthFileSQL,
 	}, walSQL(size)...) {
 		if _, err := conn.Exec(ctx, q, pgx.QueryExecModeSimpleProtocol); err != nil {
 			return fmt.Errorf("prepare database machine: %s: %w", q, err)
@@ -182,9 +183,9 @@ const hbaFile = "/etc/postgresql/17/main/pg_hba.conf"
 // claimSQL gives a prepared machine (a base's state) to its tenant, as
 // one simple query (one transaction: a statement that fails undoes the
 // role and the rename): the role user (from its SCRAM verifier), the
-// base's database renamed to db and given to it, PgBouncer's auth_file,
-// and the hba that ends the loopback trust, configuration reloaded.
-// PgBouncer is told to read its auth_file again apart (reloadPooler).
+// base's database renamed to db and given to it, and the hba that ends
+// the loopback trust, configuration reloaded. The base's PgBouncer looks
+// the new role up by itself (pgbouncer.AuthQuery): nothing to tell it.
 func claimSQL(user, verifier, db string) string {
 	hba := make([]string, len(hbaLines))
 	for i, l := range hbaLines {
@@ -194,18 +195,9 @@ func claimSQL(user, verifier, db string) string {
 		fmt.Sprintf("CREATE ROLE %s LOGIN PASSWORD %s", quoteIdent(user), quoteLiteral(verifier)),
 		fmt.Sprintf("ALTER DATABASE %s RENAME TO %s", quoteIdent(BaseDB), quoteIdent(db)),
 		fmt.Sprintf("ALTER DATABASE %s OWNER TO %s", quoteIdent(db), quoteIdent(user)),
-		poolerSQL(user, verifier)[0],
 		"COPY (SELECT unnest(ARRAY[" + strings.Join(hba, ", ") + "])) TO " + quoteLiteral(hbaFile),
 		"SELECT pg_reload_conf()",
 	}, ";\n")
-}
-
-// reloadPooler has PgBouncer in d's machine read its auth_file again.
-func (s *Service) reloadPooler(ctx context.Context, d pandastack.Database) error {
-	if _, err := s.run(ctx, d.MachineID, "sh", "-c", "kill -HUP $(cat "+pgbouncer.PIDFile+")"); err != nil {
-		return fmt.Errorf("reload pooler: %w", err)
-	}
-	return nil
 }
 
 // claim runs claimSQL for d in its prepared machine, as the postgres

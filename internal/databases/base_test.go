@@ -14,9 +14,11 @@ func TestBaseDBIsNoTenantName(t *testing.T) {
 }
 
 // The claim is one simple query: the role from its verifier, the base's
-// database renamed and given to it, PgBouncer's auth_file, the hba that
-// ends the loopback trust and asks a password over TCP (from the loopback
-// and from the router on the NIC alike), the configuration reloaded.
+// database renamed and given to it, the hba that ends the loopback trust
+// and asks a password over TCP (from the loopback and from the router on
+// the NIC alike) and on the local socket from all but postgres, the
+// configuration reloaded. PgBouncer's auth_file is not written: the
+// pooler looks the role up.
 func TestClaimSQL(t *testing.T) {
 	v := "SCRAM-SHA-256$4096:c2FsdA==$a:b"
 	q := claimSQL("orders_owner", v, "orders")
@@ -24,8 +26,8 @@ func TestClaimSQL(t *testing.T) {
 		`CREATE ROLE "orders_owner" LOGIN PASSWORD 'SCRAM-SHA-256$4096:c2FsdA==$a:b'`,
 		`ALTER DATABASE "_pandastack_new" RENAME TO "orders"`,
 		`ALTER DATABASE "orders" OWNER TO "orders_owner"`,
-		`COPY (SELECT '"orders_owner" "SCRAM-SHA-256$4096:c2FsdA==$a:b"') TO '/var/lib/postgresql/pgbouncer-users.txt'`,
 		`COPY (SELECT unnest(ARRAY['# PandaStack managed database (internal/databases): passwords over TCP.', 'local   all   postgres                  peer', ` +
+			`'local   all   all                       scram-sha-256', ` +
 			`'host    all   all        127.0.0.1/32   scram-sha-256', 'host    all   all        ::1/128        scram-sha-256', ` +
 			`'host    all   all        172.16.0.1/32  scram-sha-256'])) TO '/etc/postgresql/17/main/pg_hba.conf'`,
 		"SELECT pg_reload_conf()",

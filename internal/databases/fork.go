@@ -3,9 +3,14 @@ package databases
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pandastack/pandastack"
 	"github.com/pandastack/pandastack/internal/pgbouncer"
@@ -17,8 +22,8 @@ import (
 // volume copy-on-write; the parent pauses only for the save, then runs
 // on) and the child's copy of the volume becomes a volume of its own.
 // The child keeps the parent's role and database names but gets its own
-// password, set inside the child before it is routed: the parent's does
-// not open it. It answers like Create, once a query with the new
+// password, set in the child before it is routed (rekey): the parent's
+// does not open it. It answers like Create, once a query with the new
 // password went through the router. A taken name is EConflict; whatever
 // fails on the way is removed.
 func (s *Service) Fork(ctx context.Context, teamID, ref, name string) (Info, error) {
@@ -75,15 +80,20 @@ func (s *Service) Fork(ctx context.Context, teamID, ref, name string) (Info, err
 	if err := s.cfg.Store.SetDatabaseVolume(ctx, d.ID, d.VolumeID); err != nil {
 		return Info{}, err
 	}
-	if err := s.rekey(ctx, d, password); err != nil {
+	parentPassword, err := s.password(parent)
+	if err != nil {
+		return Info{}, err
+	}
+	if err := s.rekey(ctx, d, parentPassword, password); err != nil {
 		return Info{}, fmt.Errorf("fork database %s: %w", ref, err)
 	}
-	if err := s.goLive(ctx, &d, password, nil); err != nil {
+	tRekey := time.Since(t0)
+	if err := s.goLive(ctx, &d, password, s.legacyPooler(password)); err != nil {
 		return Info{}, fmt.Errorf("fork database %s: %w", ref, err)
 	}
 	ok = true
 	s.log.Info("database forked", "database", d.ID, "parent", parent.ID, "team", teamID, "machine", d.MachineID,
-		"fork_ms", tFork.Milliseconds(), "total_ms", time.Since(t0).Milliseconds())
+		"fork_ms", tFork.Milliseconds(), "rekey_ms", (tRekey - tFork).Milliseconds(), "total_ms", time.Since(t0).Milliseconds())
 	in := s.info(d, StateRunning, password)
 	in.AutoHibernateSeconds = sb.AutoHibernateSeconds
 	return in, nil
@@ -98,38 +108,121 @@ func (s *Service) volumeSize(ctx context.Context, d pandastack.Database) (int, e
 	return v.SizeMiB, nil
 }
 
-// rekeySQL sets role user's verifier and rewrites PgBouncer's auth_file,
-// as a psql script whose errors do not quote the statement (terse: the
-// statements hold the verifier).
-func rekeySQL(user, verifier string) string {
-	q := []string{"\\set ON_ERROR_STOP 1", "\\set VERBOSITY terse",
-		fmt.Sprintf("ALTER ROLE %s PASSWORD %s;", quoteIdent(user), quoteLiteral(verifier))}
-	for _, p := range poolerSQL(user, verifier) {
-		q = append(q, p+";")
-	}
-	return strings.Join(q, "\n") + "\n"
-}
-
-// rekey gives forked database d its own password: inside its machine, as
-// the postgres superuser over the local socket (the only way in once the
-// parent's setup turned trust off), it sets the role's verifier and
-// PgBouncer's auth_file (the SQL goes on standard input, not in a
-// command line), has PgBouncer read it again and ends the sessions the
-// fork copied from the parent.
-func (s *Service) rekey(ctx context.Context, d pandastack.Database, password string) error {
-	salt := make([]byte, 16)
-	_, _ = rand.Read(salt)
-	verifier, err := scramVerifier(password, salt)
+// rekey gives copied database d (a fork's child, a point-in-time
+// restore) its own password in place of oldPassword, the password of the
+// database it was copied from, whose role and verifier it holds. It logs
+// in as the role itself, with oldPassword, over the machine's port (no
+// process started in the guest: under TCG a psql exec'd in a just
+// restored machine cost 1.7 s), sets its own verifier (a role may) and
+// ends the other sessions of the role the copy holds. When oldPassword
+// does not open it (the tenant changed the password inside), the
+// postgres superuser does the same from inside the machine.
+func (s *Service) rekey(ctx context.Context, d pandastack.Database, oldPassword, password string) error {
+	verifier, err := newVerifier(password)
 	if err != nil {
 		return err
 	}
-	// One guest round trip: PgBouncer is told to read its auth_file again
-	// from the same script (the probe waits for it to have done so).
-	sql := rekeySQL(d.User, verifier) + "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE usename = " +
-		quoteLiteral(d.User) + " AND pid <> pg_backend_pid();\n" +
-		"COPY (SELECT 1) TO PROGRAM " + quoteLiteral("kill -HUP $(cat "+pgbouncer.PIDFile+")") + ";\n"
-	if _, err := s.runIn(ctx, d.MachineID, strings.NewReader(sql), "runuser", "-u", "postgres", "--", "psql", "-X", "-q", "-d", "postgres"); err != nil {
-		return fmt.Errorf("set the fork's password: %w", err)
+	t0 := time.Now()
+	err = s.rekeyAsRole(ctx, d, oldPassword, verifier)
+	if err == nil {
+		s.log.Debug("database rekeyed", "database", d.ID, "as", "role", "ms", time.Since(t0).Milliseconds())
+		return nil
+	}
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "28P01" {
+		return fmt.Errorf("set the copy's password: %w", err)
+	}
+	if err := s.rekeyInside(ctx, d, verifier, false); err != nil {
+		return err
+	}
+	s.log.Debug("database rekeyed", "database", d.ID, "as", "postgres", "ms", time.Since(t0).Milliseconds())
+	return nil
+}
+
+// newVerifier is a SCRAM verifier of password with a fresh salt.
+func newVerifier(password string) (string, error) {
+	salt := make([]byte, 16)
+	if _, err := rand.Read(salt); err != nil {
+		return "", fmt.Errorf("salt: %w", err)
+	}
+	return scramVerifier(password, salt)
+}
+
+// rekeyAsRole is rekey's way as the role, over d's machine's port.
+func (s *Service) rekeyAsRole(ctx context.Context, d pandastack.Database, password, verifier string) error {
+	cfg, err := pgx.ParseConfig("sslmode=disable")
+	if err != nil {
+		return fmt.Errorf("rekey config: %w", err)
+	}
+	cfg.Host, cfg.Port, cfg.User, cfg.Password, cfg.Database = "machine", Port, d.User, password, d.DBName
+	cfg.Fallbacks = nil
+	cfg.LookupFunc = func(context.Context, string) ([]string, error) { return []string{"machine"}, nil }
+	cfg.DialFunc = func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return s.cfg.Ports.Port(d.MachineID, Port).Dial(ctx)
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	// One simple query, one round trip. The statement holds the verifier:
+	// an error names the SQLSTATE, not the text.
+	if _, err := conn.Exec(ctx, rekeyRoleSQL(d.User, verifier), pgx.QueryExecModeSimpleProtocol); err != nil {
+		if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) {
+			return fmt.Errorf("set the copy's password: %s (SQLSTATE %s)", pe.Message, pe.Code)
+		}
+		return fmt.Errorf("set the copy's password: %w", err)
 	}
 	return nil
+}
+
+// rekeyRoleSQL sets role user's verifier and ends the role's other
+// sessions (the copied machine's, whose clients are the original's).
+func rekeyRoleSQL(user, verifier string) string {
+	return fmt.Sprintf("ALTER ROLE %s PASSWORD %s;\n", quoteIdent(user), quoteLiteral(verifier)) + terminateSQL(user)
+}
+
+// terminateSQL ends the sessions of role user but the caller's.
+func terminateSQL(user string) string {
+	return "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE usename = " +
+		quoteLiteral(user) + " AND pid <> pg_backend_pid();\n"
+}
+
+// rekeyInsideSQL is rekeyRoleSQL as a psql script whose errors do not
+// quote the statement (terse: the statements hold the verifier); with
+// pooler, it also writes the verifier to a legacy PgBouncer's auth_file
+// (legacyPoolerSQL) and has PgBouncer read it again.
+func rekeyInsideSQL(user, verifier string, pooler bool) string {
+	q := "\\set ON_ERROR_STOP 1\n\\set VERBOSITY terse\n" + rekeyRoleSQL(user, verifier)
+	if pooler {
+		q += legacyPoolerSQL(user, verifier) + ";\n" +
+			"COPY (SELECT 1) TO PROGRAM " + quoteLiteral("kill -HUP $(cat "+pgbouncer.PIDFile+")") + ";\n"
+	}
+	return q
+}
+
+// rekeyInside sets d's verifier as the postgres superuser over the local
+// socket (the only way in as postgres once trust is off), the SQL on
+// standard input, not in a command line; see rekeyInsideSQL for pooler.
+func (s *Service) rekeyInside(ctx context.Context, d pandastack.Database, verifier string, pooler bool) error {
+	if _, err := s.runIn(ctx, d.MachineID, strings.NewReader(rekeyInsideSQL(d.User, verifier, pooler)),
+		"runuser", "-u", "postgres", "--", "psql", "-X", "-q", "-d", "postgres"); err != nil {
+		return fmt.Errorf("set the copy's password inside: %w", err)
+	}
+	return nil
+}
+
+// legacyPooler is the probe's answer to a pooler that refuses d's new
+// password: one started before poolers looked their clients up (a fork
+// of a database made then runs it still) checks the auth_file, which
+// holds the original's verifier. It writes d's there.
+func (s *Service) legacyPooler(password string) func(context.Context, pandastack.Database) error {
+	return func(ctx context.Context, d pandastack.Database) error {
+		verifier, err := newVerifier(password)
+		if err != nil {
+			return err
+		}
+		s.log.Info("database pooler reads an auth_file: rewriting it", "database", d.ID)
+		return s.rekeyInside(ctx, d, verifier, true)
+	}
 }

@@ -18,20 +18,12 @@ import (
 // probe connects to d through the database router as its tenant (TLS
 // verified against the server's CA, SNI naming the database) and runs a
 // query, directly and through its pooler at once: what a client will do
-// next. first, when set, runs before the pooler's probe (while the
-// direct one runs).
-func (s *Service) probe(ctx context.Context, d pandastack.Database, password string, first func(context.Context, pandastack.Database) error) error {
+// next. refused, when set, is what to do once when the pooler refuses
+// the password (see probePooler).
+func (s *Service) probe(ctx context.Context, d pandastack.Database, password string, refused func(context.Context, pandastack.Database) error) error {
 	t0 := time.Now()
 	pooled := make(chan error, 1)
-	go func() {
-		if first != nil {
-			if err := first(ctx, d); err != nil {
-				pooled <- err
-				return
-			}
-		}
-		pooled <- s.probePooler(ctx, d, password)
-	}()
+	go func() { pooled <- s.probePooler(ctx, d, password, refused) }()
 	err := s.probeHost(ctx, pgrouter.Host(d.ID, s.cfg.Domain), d, password)
 	tDirect := time.Since(t0)
 	perr := <-pooled
@@ -42,17 +34,27 @@ func (s *Service) probe(ctx context.Context, d pandastack.Database, password str
 	return perr
 }
 
-// probePooler is probe through d's pooler. PgBouncer reads its auth_file
-// again on a signal the setup sent without waiting: until it has, it
-// refuses the password, and the probe tries again.
-func (s *Service) probePooler(ctx context.Context, d pandastack.Database, password string) error {
+// probePooler is probe through d's pooler. The pooler looks the password
+// up in the database (pgbouncer.AuthQuery), so a refusal is final, unless
+// refused is set: then it runs once (a legacy pooler's auth_file
+// rewritten), and the probe tries again until PgBouncer, told to read the
+// file again without waiting, has.
+func (s *Service) probePooler(ctx context.Context, d pandastack.Database, password string, refused func(context.Context, pandastack.Database) error) error {
 	t0 := time.Now()
 	label := d.ID + PoolerSuffix
-	for try, deadline := 1, time.Now().Add(poolerReload); ; try++ {
+	rewritten, deadline := false, time.Time{}
+	for try := 1; ; try++ {
 		err := s.probeHost(ctx, pgrouter.Host(label, s.cfg.Domain), d, password)
 		var pe *pgconn.PgError
-		refused := errors.As(err, &pe) && (pe.Code == "28P01" || strings.Contains(pe.Message, "authentication failed"))
-		if err == nil || !refused || time.Now().After(deadline) {
+		isRefused := errors.As(err, &pe) && (pe.Code == "28P01" || strings.Contains(pe.Message, "authentication failed"))
+		if isRefused && refused != nil && !rewritten {
+			if rerr := refused(ctx, d); rerr != nil {
+				return fmt.Errorf("%s: %w", label, rerr)
+			}
+			rewritten, deadline = true, time.Now().Add(poolerReload)
+			continue
+		}
+		if err == nil || !isRefused || !rewritten || time.Now().After(deadline) {
 			s.log.Debug("database pooler probed", "database", d.ID, "tries", try, "ms", time.Since(t0).Milliseconds())
 			if err != nil {
 				return fmt.Errorf("%s: %w", label, err)
@@ -67,8 +69,8 @@ func (s *Service) probePooler(ctx context.Context, d pandastack.Database, passwo
 	}
 }
 
-// poolerReload bounds how long a probe waits for PgBouncer to read its
-// auth_file again.
+// poolerReload bounds how long a probe waits for a legacy PgBouncer to
+// read its auth_file again.
 const poolerReload = 10 * time.Second
 
 func (s *Service) probeHost(ctx context.Context, host string, d pandastack.Database, password string) error {
@@ -100,12 +102,12 @@ func (s *Service) probeHost(ctx context.Context, host string, d pandastack.Datab
 
 // goLive is how every new database (created, forked, restored) ends:
 // routed, answering a first query through the router with its own
-// password (see probe; first as there), then marked ready in the store.
-func (s *Service) goLive(ctx context.Context, d *pandastack.Database, password string, first func(context.Context, pandastack.Database) error) error {
+// password (see probe; refused as there), then marked ready in the store.
+func (s *Service) goLive(ctx context.Context, d *pandastack.Database, password string, refused func(context.Context, pandastack.Database) error) error {
 	if err := s.register(*d); err != nil {
 		return err
 	}
-	if err := s.probe(ctx, *d, password, first); err != nil {
+	if err := s.probe(ctx, *d, password, refused); err != nil {
 		return fmt.Errorf("first query through the router: %w", err)
 	}
 	d.State = pandastack.DatabaseReady

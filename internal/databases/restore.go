@@ -87,7 +87,11 @@ func (s *Service) Restore(ctx context.Context, teamID, ref string, p RestorePara
 	if err := s.setup(ctx, d, password); err != nil {
 		return Info{}, fmt.Errorf("restore database %s: %w", ref, err)
 	}
-	if err := s.rekey(ctx, d, password); err != nil {
+	srcPassword, err := s.password(src)
+	if err != nil {
+		return Info{}, err
+	}
+	if err := s.rekey(ctx, d, srcPassword, password); err != nil {
 		return Info{}, fmt.Errorf("restore database %s: %w", ref, err)
 	}
 	if err := s.goLive(ctx, &d, password, nil); err != nil {

@@ -3,7 +3,6 @@ package databases
 import (
 	"context"
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -17,13 +16,17 @@ import (
 // hbaLines replace the template's trust-everything pg_hba.conf in a
 // database's machine: over TCP (how the router reaches it) every role
 // logs in with its password; the postgres superuser only over the local
-// socket, as the postgres OS user. TCP comes from the loopback (through
-// the guest agent) or from the machine's gateway on its NIC (the router's
-// socket in the machine's network namespace, internal/nicroute): nothing
-// else can open a connection to the guest's address.
+// socket, as the postgres OS user (PgBouncer's lookup of its clients,
+// pgbouncer.AuthUser, among them). Other roles on the local socket (the
+// pooler's server connections) give their password too. TCP comes from
+// the loopback (through the guest agent) or from the machine's gateway
+// on its NIC (the router's socket in the machine's network namespace,
+// internal/nicroute): nothing else can open a connection to the guest's
+// address.
 var hbaLines = []string{
 	"# PandaStack managed database (internal/databases): passwords over TCP.",
 	"local   all   postgres                  peer",
+	"local   all   all                       scram-sha-256",
 	"host    all   all        127.0.0.1/32   scram-sha-256",
 	"host    all   all        ::1/128        scram-sha-256",
 	"host    all   all        " + network.GatewayAddr + "/32  scram-sha-256",
@@ -61,9 +64,9 @@ func hbaSQL(hbaFile string) []string {
 // superuser, whom the template still trusts on the machine's loopback
 // (reached through the guest agent: no psql started in the guest), it
 // makes the role and the database when the cluster (on the volume) has
-// none yet — a machine restarted on its volume finds them, and its
-// role's verifier — writes PgBouncer's auth_file, then turns that trust
-// off; last it starts PgBouncer. The root disk's configuration is the
+// none yet — a machine restarted on its volume finds them — leaves
+// PgBouncer's auth_file empty (it looks clients up), then turns that
+// trust off; last it starts PgBouncer. The root disk's configuration is the
 // template's again after a restart, so all but the role runs every time.
 func (s *Service) setup(ctx context.Context, d pandastack.Database, password string) error {
 	conn, err := s.superuser(ctx, d.MachineID)
@@ -76,20 +79,21 @@ func (s *Service) setup(ctx context.Context, d pandastack.Database, password str
 		return fmt.Errorf("set up database: find hba_file: %w", err)
 	}
 	var qs []string
-	var verifier string
-	err = conn.QueryRow(ctx, "SELECT coalesce(rolpassword, '') FROM pg_authid WHERE rolname = $1", d.User).Scan(&verifier)
+	var exists bool
+	err = conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)", d.User).Scan(&exists)
 	switch {
-	case errors.Is(err, pgx.ErrNoRows):
+	case err != nil:
+		return fmt.Errorf("set up database: find role: %w", err)
+	case !exists:
 		salt := make([]byte, 16)
 		_, _ = rand.Read(salt)
-		if verifier, err = scramVerifier(password, salt); err != nil {
+		verifier, err := scramVerifier(password, salt)
+		if err != nil {
 			return err
 		}
 		qs = setupSQL(d.User, verifier, d.DBName)
-	case err != nil:
-		return fmt.Errorf("set up database: find role: %w", err)
 	}
-	qs = append(qs, poolerSQL(d.User, verifier)...)
+	qs = append(qs, emptyAuthFileSQL)
 	for _, q := range append(qs, hbaSQL(hbaFile)...) {
 		if _, err := conn.Exec(ctx, q, pgx.QueryExecModeSimpleProtocol); err != nil {
 			// The statement holds the verifier: say which step, not it.
@@ -123,10 +127,16 @@ func (s *Service) superuser(ctx context.Context, machineID string) (*pgx.Conn, e
 	return conn, nil
 }
 
-// poolerSQL writes PgBouncer's auth_file: the role and its SCRAM verifier.
-func poolerSQL(user, verifier string) []string {
+// emptyAuthFileSQL leaves PgBouncer's auth_file empty: the pooler looks
+// every client up in the database (pgbouncer.AuthQuery).
+var emptyAuthFileSQL = "COPY (SELECT 1 WHERE false) TO " + quoteLiteral(pgbouncer.Users)
+
+// legacyPoolerSQL writes the auth_file of a pooler started before the
+// lookup (a fork of a database made then runs that pooler still): the
+// role and its SCRAM verifier.
+func legacyPoolerSQL(user, verifier string) string {
 	line := fmt.Sprintf(`"%s" "%s"`, user, verifier)
-	return []string{fmt.Sprintf("COPY (SELECT %s) TO %s", quoteLiteral(line), quoteLiteral(pgbouncer.Users))}
+	return fmt.Sprintf("COPY (SELECT %s) TO %s", quoteLiteral(line), quoteLiteral(pgbouncer.Users))
 }
 
 // startPooler starts PgBouncer in d's machine as the postgres user

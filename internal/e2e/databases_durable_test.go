@@ -207,6 +207,21 @@ func checkFork(t *testing.T, c *sdk.Client, d *sdk.Database) {
 		t.Fatalf("the parent's password opens the fork's pooler")
 	}
 	checkSQLAfterFork(t, d, f)
+	// The tenant changes the fork's password inside: the pooler follows at
+	// once (it looks the role up), the old password opens neither path.
+	changed := "changed-" + f.Password[:12]
+	mustPsql(t, f, "alter role "+f.User+" password '"+changed+"'")
+	pooled.Password = changed
+	if n, err := pgxQuery(t, pooled, "select count(*)::text from forked"); err != nil || n != "4" {
+		t.Fatalf("the fork's pooler with the password the tenant set: %q %v", n, err)
+	}
+	pooled.Password = f.Password
+	if _, err := pgxQuery(t, pooled, "select 1"); err == nil {
+		t.Fatalf("the fork's pooler still takes the password the tenant changed")
+	}
+	if _, stderr, ok := psqlRun(t, conninfo, changed, "select 1"); !ok {
+		t.Fatalf("the password the tenant set, directly: %s", stderr)
+	}
 	if _, err := c.ForkDatabase(ctx, d.ID, "orders-fork"); !errors.Is(err, sdk.ErrConflict) {
 		t.Fatalf("a fork with a taken name: %v", err)
 	}

@@ -11,9 +11,11 @@ import "fmt"
 // run in plain postgres sandboxes).
 const Config = "/etc/pgbouncer/pandastack.ini"
 
-// Users is the pooler's auth_file: the database writes its role's
-// SCRAM verifier there (PgBouncer then logs in to PostgreSQL with the
-// client's own SCRAM keys).
+// Users is the pooler's auth_file. A running managed database keeps it
+// empty and looks its clients up in the database (AuthQuery), then logs
+// in to PostgreSQL with the client's own SCRAM keys; poolers started
+// before that lookup existed have the role's verifier here, and a fork
+// of one rewrites it (internal/databases).
 const Users = "/var/lib/postgresql/pgbouncer-users.txt"
 
 // PIDFile is where the pooler writes its process id.
