@@ -151,8 +151,11 @@ func (s *Service) startPooler(ctx context.Context, d pandastack.Database) error 
 }
 
 // poolerScript writes the pooler's configuration from its standard input
-// and starts it under pgbouncer.FileLimit.
+// and starts it under pgbouncer.FileLimit: the hard limit raised as root,
+// the soft one after runuser (whose PAM session sets it back to 1,024,
+// which PgBouncer then ran under: 1,000 clients and 20 server
+// connections just fit, its lookup connections did not).
 var poolerScript = fmt.Sprintf(`set -e
 cat > %[1]s; chown postgres:postgres %[1]s
 ulimit -n %[2]d
-exec runuser -u postgres -- pgbouncer -d -q %[1]s`, pgbouncer.RuntimeConfig, pgbouncer.FileLimit)
+exec runuser -u postgres -- sh -c 'ulimit -n %[2]d && exec pgbouncer -d -q %[1]s'`, pgbouncer.RuntimeConfig, pgbouncer.FileLimit)

@@ -43,6 +43,10 @@ func TestDatabasePoolerThousandClients(t *testing.T) {
 	}
 	pooledHost := d.ID + "-pooler.db.localhost"
 	cfg := pgxConfigFor(t, d.PooledConnectionURI, pooledHost)
+	// A client the pooler cannot take waits in its listen backlog: bound
+	// that wait (a liveness bound, far above a connect's seconds here) so
+	// a pooler out of file descriptors fails the test, not stalls it.
+	cfg.ConnectTimeout = 2 * time.Minute
 	qemu := vmPID(main.dataDir, d.MachineID)
 	qemuBefore, dirtyBefore, serverBefore := rssKB(qemu), dirtyKB(qemu), rssKB(main.cmd.Process.Pid)
 
