@@ -98,7 +98,7 @@ func (s *Service) Create(ctx context.Context, teamID string, p CreateParams) (In
 	}
 	tSetup := time.Since(t1)
 	t2 := time.Now()
-	if err := s.goLive(ctx, &d, password, nil); err != nil {
+	if err := s.goLive(ctx, &d, password); err != nil {
 		return Info{}, fmt.Errorf("create database %s: %w", name, err)
 	}
 	ok = true

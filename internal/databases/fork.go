@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 
 	"github.com/pandastack/pandastack"
 	"github.com/pandastack/pandastack/internal/pgbouncer"
+	"github.com/pandastack/pandastack/internal/pgrouter"
 	"github.com/pandastack/pandastack/internal/quotas"
 )
 
@@ -84,16 +84,12 @@ func (s *Service) Fork(ctx context.Context, teamID, ref, name string) (Info, err
 	if err != nil {
 		return Info{}, err
 	}
-	if err := s.rekey(ctx, d, parentPassword, password); err != nil {
-		return Info{}, fmt.Errorf("fork database %s: %w", ref, err)
-	}
-	tRekey := time.Since(t0)
-	if err := s.goLive(ctx, &d, password, s.legacyPooler(password)); err != nil {
+	if err := s.goLiveCopy(ctx, &d, parentPassword, password, s.legacyPooler(password)); err != nil {
 		return Info{}, fmt.Errorf("fork database %s: %w", ref, err)
 	}
 	ok = true
 	s.log.Info("database forked", "database", d.ID, "parent", parent.ID, "team", teamID, "machine", d.MachineID,
-		"fork_ms", tFork.Milliseconds(), "rekey_ms", (tRekey - tFork).Milliseconds(), "total_ms", time.Since(t0).Milliseconds())
+		"fork_ms", tFork.Milliseconds(), "total_ms", time.Since(t0).Milliseconds())
 	in := s.info(d, StateRunning, password)
 	in.AutoHibernateSeconds = sb.AutoHibernateSeconds
 	return in, nil
@@ -111,7 +107,7 @@ func (s *Service) volumeSize(ctx context.Context, d pandastack.Database) (int, e
 // rekey gives copied database d (a fork's child, a point-in-time
 // restore) its own password in place of oldPassword, the password of the
 // database it was copied from, whose role and verifier it holds. It logs
-// in as the role itself, with oldPassword, over the machine's port (no
+// in as the role itself, with oldPassword, through the router (no
 // process started in the guest: under TCG a psql exec'd in a just
 // restored machine cost 1.7 s), sets its own verifier (a role may) and
 // ends the other sessions of the role the copy holds. When oldPassword
@@ -148,23 +144,23 @@ func newVerifier(password string) (string, error) {
 	return scramVerifier(password, salt)
 }
 
-// rekeyAsRole is rekey's way as the role, over d's machine's port.
+// rekeyAsRole is rekey's way as the role, through the router's direct
+// route to d (registered first).
 func (s *Service) rekeyAsRole(ctx context.Context, d pandastack.Database, password, verifier string) error {
-	cfg, err := pgx.ParseConfig("sslmode=disable")
+	cfg, err := s.routerConfig(pgrouter.Host(d.ID, s.cfg.Domain), d, password)
 	if err != nil {
-		return fmt.Errorf("rekey config: %w", err)
+		return err
 	}
-	cfg.Host, cfg.Port, cfg.User, cfg.Password, cfg.Database = "machine", Port, d.User, password, d.DBName
-	cfg.Fallbacks = nil
-	cfg.LookupFunc = func(context.Context, string) ([]string, error) { return []string{"machine"}, nil }
-	cfg.DialFunc = func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return s.cfg.Ports.Port(d.MachineID, Port).Dial(ctx)
-	}
+	t0 := time.Now()
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	tConn := time.Since(t0)
+	defer func() {
+		s.log.Debug("database rekey session", "database", d.ID, "connect_ms", tConn.Milliseconds(), "ms", time.Since(t0).Milliseconds())
+	}()
 	// One simple query, one round trip. The statement holds the verifier:
 	// an error names the SQLSTATE, not the text.
 	if _, err := conn.Exec(ctx, rekeyRoleSQL(d.User, verifier), pgx.QueryExecModeSimpleProtocol); err != nil {

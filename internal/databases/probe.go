@@ -18,12 +18,11 @@ import (
 // probe connects to d through the database router as its tenant (TLS
 // verified against the server's CA, SNI naming the database) and runs a
 // query, directly and through its pooler at once: what a client will do
-// next. refused, when set, is what to do once when the pooler refuses
-// the password (see probePooler).
-func (s *Service) probe(ctx context.Context, d pandastack.Database, password string, refused func(context.Context, pandastack.Database) error) error {
+// next.
+func (s *Service) probe(ctx context.Context, d pandastack.Database, password string) error {
 	t0 := time.Now()
 	pooled := make(chan error, 1)
-	go func() { pooled <- s.probePooler(ctx, d, password, refused) }()
+	go func() { pooled <- s.probePooler(ctx, d, password, nil) }()
 	err := s.probeHost(ctx, pgrouter.Host(d.ID, s.cfg.Domain), d, password)
 	tDirect := time.Since(t0)
 	perr := <-pooled
@@ -73,11 +72,14 @@ func (s *Service) probePooler(ctx context.Context, d pandastack.Database, passwo
 // read its auth_file again.
 const poolerReload = 10 * time.Second
 
-func (s *Service) probeHost(ctx context.Context, host string, d pandastack.Database, password string) error {
+// routerConfig is how a client logs in to d as its tenant with password
+// through the database router: TLS verified against the server's CA, SNI
+// host naming the database (or its pooler).
+func (s *Service) routerConfig(host string, d pandastack.Database, password string) (*pgx.ConnConfig, error) {
 	addr, _ := s.router()
 	cfg, err := pgx.ParseConfig("sslmode=require")
 	if err != nil {
-		return fmt.Errorf("probe config: %w", err)
+		return nil, fmt.Errorf("router client config: %w", err)
 	}
 	cfg.Host, cfg.Port, cfg.User, cfg.Password, cfg.Database = host, 5432, d.User, password, d.DBName
 	cfg.Fallbacks = nil
@@ -88,6 +90,14 @@ func (s *Service) probeHost(ctx context.Context, host string, d pandastack.Datab
 		return dl.DialContext(ctx, "tcp", addr)
 	}
 	cfg.ConnectTimeout = time.Minute
+	return cfg, nil
+}
+
+func (s *Service) probeHost(ctx context.Context, host string, d pandastack.Database, password string) error {
+	cfg, err := s.routerConfig(host, d, password)
+	if err != nil {
+		return err
+	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
@@ -100,14 +110,36 @@ func (s *Service) probeHost(ctx context.Context, host string, d pandastack.Datab
 	return nil
 }
 
-// goLive is how every new database (created, forked, restored) ends:
+// goLive is how a created database ends (copies end with goLiveCopy):
 // routed, answering a first query through the router with its own
-// password (see probe; refused as there), then marked ready in the store.
-func (s *Service) goLive(ctx context.Context, d *pandastack.Database, password string, refused func(context.Context, pandastack.Database) error) error {
+// password (see probe), then marked ready in the store.
+func (s *Service) goLive(ctx context.Context, d *pandastack.Database, password string) error {
 	if err := s.register(*d); err != nil {
 		return err
 	}
-	if err := s.probe(ctx, *d, password, refused); err != nil {
+	if err := s.probe(ctx, *d, password); err != nil {
+		return fmt.Errorf("first query through the router: %w", err)
+	}
+	d.State = pandastack.DatabaseReady
+	return s.cfg.Store.UpdateDatabase(ctx, d.ID, d.State, d.MachineID)
+}
+
+// goLiveCopy is goLive for a copy of another database (a fork's child, a
+// point-in-time restore), which holds the original's role and verifier:
+// routed, then given its own password through the router's direct route
+// as the role itself, with the original's password (rekey: that session
+// is the copy's first query through the router), then a query with its
+// own password through the pooler (see probePooler; refused as there).
+// One cold session fewer than rekey and then goLive: under TCG each is
+// a few hundred milliseconds of a just-restored guest's first code.
+func (s *Service) goLiveCopy(ctx context.Context, d *pandastack.Database, oldPassword, password string, refused func(context.Context, pandastack.Database) error) error {
+	if err := s.register(*d); err != nil {
+		return err
+	}
+	if err := s.rekey(ctx, *d, oldPassword, password); err != nil {
+		return err
+	}
+	if err := s.probePooler(ctx, *d, password, refused); err != nil {
 		return fmt.Errorf("first query through the router: %w", err)
 	}
 	d.State = pandastack.DatabaseReady

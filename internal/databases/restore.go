@@ -91,10 +91,7 @@ func (s *Service) Restore(ctx context.Context, teamID, ref string, p RestorePara
 	if err != nil {
 		return Info{}, err
 	}
-	if err := s.rekey(ctx, d, srcPassword, password); err != nil {
-		return Info{}, fmt.Errorf("restore database %s: %w", ref, err)
-	}
-	if err := s.goLive(ctx, &d, password, nil); err != nil {
+	if err := s.goLiveCopy(ctx, &d, srcPassword, password, nil); err != nil {
 		return Info{}, fmt.Errorf("restore database %s: %w", ref, err)
 	}
 	ok = true
