@@ -2,7 +2,6 @@ package databases
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"strings"
@@ -203,13 +202,9 @@ func claimSQL(user, verifier, db string) string {
 // claim runs claimSQL for d in its prepared machine, as the postgres
 // superuser over the guest channel.
 func (s *Service) claim(ctx context.Context, d pandastack.Database, password string) error {
-	salt := make([]byte, 16)
-	if _, err := rand.Read(salt); err != nil {
-		return fmt.Errorf("claim database machine: salt: %w", err)
-	}
-	verifier, err := scramVerifier(password, salt)
+	verifier, err := newVerifier(password)
 	if err != nil {
-		return err
+		return fmt.Errorf("claim database machine: %w", err)
 	}
 	t0 := time.Now()
 	conn, err := s.superuser(ctx, d.MachineID)

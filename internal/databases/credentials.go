@@ -43,6 +43,15 @@ func newPassword() string {
 // scramIterations is PostgreSQL's default scram_iterations.
 const scramIterations = 4096
 
+// newVerifier is scramVerifier of password with a fresh random salt.
+func newVerifier(password string) (string, error) {
+	salt := make([]byte, 16)
+	if _, err := rand.Read(salt); err != nil {
+		return "", fmt.Errorf("scram salt: %w", err)
+	}
+	return scramVerifier(password, salt)
+}
+
 // scramVerifier is what PostgreSQL stores for a SCRAM-SHA-256 password
 // (RFC 5802/7677; PostgreSQL's "SCRAM-SHA-256$iter:salt$StoredKey:ServerKey").
 // Given to CREATE ROLE ... PASSWORD, the plain password never enters the

@@ -2,7 +2,6 @@ package databases
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"strings"
@@ -84,7 +83,7 @@ func (s *Service) Fork(ctx context.Context, teamID, ref, name string) (Info, err
 	if err != nil {
 		return Info{}, err
 	}
-	if err := s.goLiveCopy(ctx, &d, parentPassword, password, s.legacyPooler(password)); err != nil {
+	if err := s.goLiveCopy(ctx, &d, parentPassword, password, true); err != nil {
 		return Info{}, fmt.Errorf("fork database %s: %w", ref, err)
 	}
 	ok = true
@@ -105,23 +104,18 @@ func (s *Service) volumeSize(ctx context.Context, d pandastack.Database) (int, e
 }
 
 // rekey gives copied database d (a fork's child, a point-in-time
-// restore) its own password in place of oldPassword, the password of the
-// database it was copied from, whose role and verifier it holds. It logs
+// restore) verifier, its own password's, in place of the verifier of
+// oldPassword, the password of the database it was copied from. It logs
 // in as the role itself, with oldPassword, through the router (no
 // process started in the guest: under TCG a psql exec'd in a just
-// restored machine cost 1.7 s), sets its own verifier (a role may) and
-// ends the other sessions of the role the copy holds. When oldPassword
-// does not open it (the tenant changed the password inside), the
-// postgres superuser does the same from inside the machine.
-func (s *Service) rekey(ctx context.Context, d pandastack.Database, oldPassword, password string) error {
-	verifier, err := newVerifier(password)
-	if err != nil {
-		return err
-	}
+// restored machine cost 1.7 s), sets the verifier (a role may) and ends
+// the other sessions of the role the copy holds. When oldPassword does
+// not open it (the tenant changed the password inside), the postgres
+// superuser does the same from inside the machine.
+func (s *Service) rekey(ctx context.Context, d pandastack.Database, oldPassword, verifier string) error {
 	t0 := time.Now()
-	err = s.rekeyAsRole(ctx, d, oldPassword, verifier)
+	err := s.rekeyAsRole(ctx, d, oldPassword, verifier)
 	if err == nil {
-		s.log.Debug("database rekeyed", "database", d.ID, "as", "role", "ms", time.Since(t0).Milliseconds())
 		return nil
 	}
 	var pe *pgconn.PgError
@@ -133,15 +127,6 @@ func (s *Service) rekey(ctx context.Context, d pandastack.Database, oldPassword,
 	}
 	s.log.Debug("database rekeyed", "database", d.ID, "as", "postgres", "ms", time.Since(t0).Milliseconds())
 	return nil
-}
-
-// newVerifier is a SCRAM verifier of password with a fresh salt.
-func newVerifier(password string) (string, error) {
-	salt := make([]byte, 16)
-	if _, err := rand.Read(salt); err != nil {
-		return "", fmt.Errorf("salt: %w", err)
-	}
-	return scramVerifier(password, salt)
 }
 
 // rekeyAsRole is rekey's way as the role, through the router's direct
@@ -161,26 +146,17 @@ func (s *Service) rekeyAsRole(ctx context.Context, d pandastack.Database, passwo
 	defer func() {
 		s.log.Debug("database rekey session", "database", d.ID, "connect_ms", tConn.Milliseconds(), "ms", time.Since(t0).Milliseconds())
 	}()
-	// One simple query, one round trip. The statement holds the verifier:
-	// an error names the SQLSTATE, not the text.
-	if _, err := conn.Exec(ctx, rekeyRoleSQL(d.User, verifier), pgx.QueryExecModeSimpleProtocol); err != nil {
-		if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) {
-			return fmt.Errorf("set the copy's password: %s (SQLSTATE %s)", pe.Message, pe.Code)
-		}
-		return fmt.Errorf("set the copy's password: %w", err)
-	}
-	return nil
+	// One simple query, one round trip. The statement holds the verifier;
+	// PostgreSQL's error (message and SQLSTATE) does not quote it.
+	_, err = conn.Exec(ctx, rekeyRoleSQL(d.User, verifier), pgx.QueryExecModeSimpleProtocol)
+	return err
 }
 
 // rekeyRoleSQL sets role user's verifier and ends the role's other
 // sessions (the copied machine's, whose clients are the original's).
 func rekeyRoleSQL(user, verifier string) string {
-	return fmt.Sprintf("ALTER ROLE %s PASSWORD %s;\n", quoteIdent(user), quoteLiteral(verifier)) + terminateSQL(user)
-}
-
-// terminateSQL ends the sessions of role user but the caller's.
-func terminateSQL(user string) string {
-	return "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE usename = " +
+	return fmt.Sprintf("ALTER ROLE %s PASSWORD %s;\n", quoteIdent(user), quoteLiteral(verifier)) +
+		"SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE usename = " +
 		quoteLiteral(user) + " AND pid <> pg_backend_pid();\n"
 }
 
@@ -206,19 +182,4 @@ func (s *Service) rekeyInside(ctx context.Context, d pandastack.Database, verifi
 		return fmt.Errorf("set the copy's password inside: %w", err)
 	}
 	return nil
-}
-
-// legacyPooler is the probe's answer to a pooler that refuses d's new
-// password: one started before poolers looked their clients up (a fork
-// of a database made then runs it still) checks the auth_file, which
-// holds the original's verifier. It writes d's there.
-func (s *Service) legacyPooler(password string) func(context.Context, pandastack.Database) error {
-	return func(ctx context.Context, d pandastack.Database) error {
-		verifier, err := newVerifier(password)
-		if err != nil {
-			return err
-		}
-		s.log.Info("database pooler reads an auth_file: rewriting it", "database", d.ID)
-		return s.rekeyInside(ctx, d, verifier, true)
-	}
 }

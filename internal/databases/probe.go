@@ -129,15 +129,29 @@ func (s *Service) goLive(ctx context.Context, d *pandastack.Database, password s
 // routed, then given its own password through the router's direct route
 // as the role itself, with the original's password (rekey: that session
 // is the copy's first query through the router), then a query with its
-// own password through the pooler (see probePooler; refused as there).
-// One cold session fewer than rekey and then goLive: under TCG each is
-// a few hundred milliseconds of a just-restored guest's first code.
-func (s *Service) goLiveCopy(ctx context.Context, d *pandastack.Database, oldPassword, password string, refused func(context.Context, pandastack.Database) error) error {
+// own password through the pooler. One cold session fewer than rekey and
+// then goLive: under TCG each is a few hundred milliseconds of a
+// just-restored guest's first code. legacy says the copy may run a pooler
+// started before poolers looked their clients up (a fork of a database
+// made then): one that refuses the new password checks its auth_file,
+// which holds the original's verifier, and gets the copy's there.
+func (s *Service) goLiveCopy(ctx context.Context, d *pandastack.Database, oldPassword, password string, legacy bool) error {
 	if err := s.register(*d); err != nil {
 		return err
 	}
-	if err := s.rekey(ctx, *d, oldPassword, password); err != nil {
+	verifier, err := newVerifier(password)
+	if err != nil {
 		return err
+	}
+	if err := s.rekey(ctx, *d, oldPassword, verifier); err != nil {
+		return err
+	}
+	var refused func(context.Context, pandastack.Database) error
+	if legacy {
+		refused = func(ctx context.Context, d pandastack.Database) error {
+			s.log.Info("database pooler reads an auth_file: rewriting it", "database", d.ID)
+			return s.rekeyInside(ctx, d, verifier, true)
+		}
 	}
 	if err := s.probePooler(ctx, *d, password, refused); err != nil {
 		return fmt.Errorf("first query through the router: %w", err)

@@ -91,7 +91,7 @@ func (s *Service) Restore(ctx context.Context, teamID, ref string, p RestorePara
 	if err != nil {
 		return Info{}, err
 	}
-	if err := s.goLiveCopy(ctx, &d, srcPassword, password, nil); err != nil {
+	if err := s.goLiveCopy(ctx, &d, srcPassword, password, false); err != nil {
 		return Info{}, fmt.Errorf("restore database %s: %w", ref, err)
 	}
 	ok = true

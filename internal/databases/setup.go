@@ -2,7 +2,6 @@ package databases
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
 	"net"
 	"strings"
@@ -85,9 +84,7 @@ func (s *Service) setup(ctx context.Context, d pandastack.Database, password str
 	case err != nil:
 		return fmt.Errorf("set up database: find role: %w", err)
 	case !exists:
-		salt := make([]byte, 16)
-		_, _ = rand.Read(salt)
-		verifier, err := scramVerifier(password, salt)
+		verifier, err := newVerifier(password)
 		if err != nil {
 			return err
 		}
