@@ -50,6 +50,7 @@ func runServer(ctx context.Context, s *streams, args []string) int {
 	fs.StringVar(&storageSize, "storage-size", "", "size of the XFS image made for VM files (DATA/cow) when the data dir cannot reflink, such as 64GiB; only when the image is first made (default: the free space under the data dir, sparse)")
 	fs.StringVar(&extraCA, "extra-ca-certs", "", "PEM files (comma separated) of CA certificates every sandbox and app build trusts besides its own, e.g. an HTTPS proxy's (env PANDASTACK_EXTRA_CA_CERTS)")
 	fs.StringVar(&gitAllow, "git-allow-cidrs", "", "address ranges (CIDRs, comma separated) apps may be cloned from although they are the server's own networks — loopback, link-local, private, shared or the host's addresses, which are refused otherwise — e.g. a git server on the LAN")
+	fs.DurationVar(&cfg.ParkFor, "park-for", 0, "how long a hibernated sandbox's VMM process is kept stopped, so a wake within it continues the process instead of restoring from disk (0: 10m; negative: never kept)")
 	fs.DurationVar(&cfg.AppRollbackWindow, "app-rollback-window", 0, "how long an app's replaced release runs on, past its drain, so a rollback needs no wake; then it hibernates (0: 5m; negative: hibernate after the drain)")
 	fs.StringVar(&cfg.AgentPath, "guest-agent", "", "path of pandastack-guest (default: beside this binary)")
 	fs.StringVar(&level, "log-level", "info", "debug, info, warn or error")

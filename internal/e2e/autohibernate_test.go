@@ -69,7 +69,7 @@ func TestAutoHibernate(t *testing.T) {
 		return err == nil && got.State == "hibernated"
 	})
 	t.Logf("hibernated %v after its last use (idle time %ds)", time.Since(t0), idle)
-	eventually(t, 30*time.Second, "its QEMU to end", func() bool { return !qemuRunning(qpid) })
+	checkParked(t, main.dataDir, sb.ID, qpid)
 
 	// Any use wakes it, memory intact: the tmpfs file and the process's value.
 	t0 = time.Now()

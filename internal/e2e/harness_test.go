@@ -343,6 +343,27 @@ func vmPID(dataDir, id string) int {
 // qemuRunning reports whether process pid is (still) a QEMU.
 func qemuRunning(pid int) bool { return pid > 0 && strings.Contains(cmdline(pid), "qemu-system") }
 
+// checkParked checks that hibernated sandbox id's QEMU, pid, is parked: it
+// is kept in the driver's .park- directory (so a wake soon continues it)
+// and its guest is stopped — the process uses no CPU.
+func checkParked(t *testing.T, dataDir, id string, pid int) {
+	t.Helper()
+	if !qemuRunning(pid) {
+		t.Fatalf("hibernated %s: its QEMU (pid %d) is not parked but gone", id, pid)
+	}
+	if got := vmPID(dataDir, ".park-"+id); got != pid {
+		t.Fatalf("hibernated %s: the parked directory records pid %d, want %d", id, got, pid)
+	}
+	if got := vmPID(dataDir, id); got != 0 {
+		t.Fatalf("hibernated %s: its VM directory is still there (pid %d)", id, got)
+	}
+	a := cpuTicks(pid)
+	time.Sleep(2 * time.Second)
+	if b := cpuTicks(pid); b-a > 2 {
+		t.Fatalf("hibernated %s: its parked QEMU used %d CPU ticks in 2 s, want none", id, b-a)
+	}
+}
+
 // vmDirs lists the VM directories of a server.
 func vmDirs(dataDir string) []string {
 	ents, _ := os.ReadDir(filepath.Join(dataDir, "cow", "vms"))

@@ -78,6 +78,10 @@ func (a *Agent) hibernate(ctx context.Context, s *sandbox, cause hibCause) (host
 	}
 	s.mu.Lock()
 	s.vm, s.client = nil, nil
+	if s.unwatch != nil {
+		close(s.unwatch)
+		s.unwatch = nil
+	}
 	s.rec.State = pandastack.StateHibernated
 	if cause == hibExpired {
 		s.rec.ExpiresAt = time.Time{}

@@ -110,6 +110,9 @@ type sandbox struct {
 	autoHib  bool
 	// expiring is set while its hibernation at its deadline is under way.
 	expiring bool
+	// unwatch ends the watch of its current VM (closed at hibernate: a
+	// parked process outlives it, and a wake watches it anew).
+	unwatch chan struct{}
 }
 
 // newSandbox is a live sandbox whose idle time starts now.
@@ -362,11 +365,19 @@ type settler interface {
 func (a *Agent) watch(s *sandbox) {
 	s.mu.Lock()
 	v := s.vm
+	stop := make(chan struct{})
+	if v != nil {
+		s.unwatch = stop
+	}
 	s.mu.Unlock()
 	if v == nil {
 		return
 	}
-	<-v.Exited()
+	select {
+	case <-v.Exited():
+	case <-stop:
+		return
+	}
 	a.mu.Lock()
 	cur := a.sbx[s.rec.ID]
 	a.mu.Unlock()

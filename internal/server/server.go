@@ -115,6 +115,10 @@ type Config struct {
 	// GitAllow lists ranges apps may be cloned from although they are the
 	// server's own networks (apps.GitGuard).
 	GitAllow []netip.Prefix
+	// ParkFor is how long a hibernated sandbox's VMM process is kept,
+	// stopped, for a quick wake (qemu.Config.ParkFor: 0 the default,
+	// negative never).
+	ParkFor time.Duration
 	// AppRollbackWindow is how long a replaced app release runs on for a
 	// fast rollback before it hibernates (apps.Config.RollbackWindow).
 	AppRollbackWindow time.Duration
@@ -333,7 +337,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	if os.Getuid() == 0 {
 		uidBase = qemu.DefaultUIDBase
 	}
-	qcfg := qemu.Config{Dir: filepath.Join(cow.Dir(), "vms"), Accel: s.probe.Accel, UIDBase: uidBase, Logger: log}
+	qcfg := qemu.Config{Dir: filepath.Join(cow.Dir(), "vms"), Accel: s.probe.Accel, UIDBase: uidBase, Logger: log, ParkFor: cfg.ParkFor}
 	hcfg := hostagent.Config{Templates: s.builder, Logger: log, PoolSize: cfg.PoolSize,
 		HibernateDir: filepath.Join(cow.Dir(), "hibernated"), SnapshotDir: filepath.Join(cow.Dir(), "snapshots"),
 		VolumeDir: filepath.Join(cow.Dir(), "volumes"), SpaceDirs: []string{cfg.DataDir},

@@ -193,10 +193,13 @@ type Driver interface {
 	// itself once the VM answers).
 	Restore(ctx context.Context, snap Snapshot, opts RestoreOptions) (VM, error)
 	// Hibernate saves a running VM whole into dir (as Saved(dir, machine))
-	// and ends it; its RAM and disk files, and its volume copies, move
+	// and stops it; its RAM and disk files, and its volume copies, move
 	// there, nothing is copied. Durable volumes stay where they are: the
 	// caller puts them back in snap.Volumes, and restores it under the
-	// same id (RestoreOptions.ID) to wake it.
+	// same id (RestoreOptions.ID) to wake it. The driver may keep the
+	// stopped process a while (QEMU parks it): a wake then continues it,
+	// and a wake after it ended restores from dir alike. Removing dir
+	// ends a kept process.
 	Hibernate(ctx context.Context, v VM, dir string) error
 	// Checkpoint saves a running VM whole into dir (as Saved(dir, machine)):
 	// device state plus reflink copies of its RAM, disk and the files in its

@@ -11,10 +11,11 @@ import (
 	"github.com/pandastack/pandastack/internal/vmm"
 )
 
-// Hibernate stops the guest, writes its device state into dir, ends the
-// process and moves its RAM and disk files there: nothing is copied. The
-// kernel is asked to start writing the RAM file back at once, so its pages
-// become clean, reclaimable cache rather than memory held by the sandbox.
+// Hibernate stops the guest, writes its device state into dir, moves its
+// RAM and disk files there (nothing is copied) and ends the process, or
+// parks it for a while (park.go). The kernel is asked to start writing the
+// RAM file back at once, so its pages become clean, reclaimable cache
+// rather than memory held by the sandbox.
 func (d *Driver) Hibernate(ctx context.Context, v vmm.VM, dir string) error {
 	q := v.(*vm)
 	id := q.id
@@ -36,39 +37,56 @@ func (d *Driver) Hibernate(ctx context.Context, v vmm.VM, dir string) error {
 		return fail(err)
 	}
 	tSaved := time.Since(t0)
-	// The VM's id and directory go aside before its process ends: a wake
-	// names its VM the same, and the network this process releases when
-	// it exits (keyed by id) must not be the wake's.
-	if err := q.rename(reapPrefix + q.name); err != nil {
+	// The VM's id and directory go aside before its process ends (or is
+	// parked): a wake names its VM the same, and the network this process
+	// releases when it exits (keyed by id) must not be the wake's.
+	parkFor, _, _ := d.parkLimits()
+	park := parkFor > 0
+	aside := reapPrefix + q.name
+	if park {
+		aside = parkPrefix + id
+	}
+	if err := q.rename(aside); err != nil {
 		return fail(err)
 	}
-	q.Release()
-	q.mu.Lock()
-	q.killed = true
-	q.mu.Unlock()
-	_ = syscallKill(q.pid)
-	// SaveState stopped the guest and drained its devices: the files moved
-	// below are final, and the killed process only has to end. A jailed
-	// QEMU's end (its namespaces and mounts torn down) took 30-50 ms against
-	// 6-13 ms unjailed (measured under TCG): it is waited for off the
-	// hibernate's path, and what the process held is released after it,
-	// however this returns.
-	d.reaps.Add(1)
-	defer func() {
-		go q.reap()
-		d.log.Debug("hibernate timing", "vm", id, "save_ms", ms(tSaved), "ms", ms(time.Since(t0)))
-	}()
+	if park {
+		defer func() {
+			d.log.Debug("hibernate timing", "vm", id, "save_ms", ms(tSaved), "ms", ms(time.Since(t0)), "parked", true)
+		}()
+	} else {
+		q.Release()
+		q.mu.Lock()
+		q.killed = true
+		q.mu.Unlock()
+		_ = syscallKill(q.pid)
+		// SaveState stopped the guest and drained its devices: the files
+		// moved below are final, and the killed process only has to end.
+		// A jailed QEMU's end (its namespaces and mounts torn down) took
+		// 30-50 ms against 6-13 ms unjailed (measured under TCG): it is
+		// waited for off the hibernate's path, and what the process held
+		// is released after it, however this returns.
+		d.reaps.Add(1)
+		defer func() {
+			go q.reap()
+			d.log.Debug("hibernate timing", "vm", id, "save_ms", ms(tSaved), "ms", ms(time.Since(t0)))
+		}()
+	}
 	keep := []struct{ from, to string }{{q.mem, vmm.MemFile}, {q.disk, vmm.DiskFile}}
 	for i := range q.copies { // volume copies go along; durable volumes stay
 		if q.copies[i] {
 			keep = append(keep, struct{ from, to string }{filepath.Join(q.dir, vmm.VolumeFileName(i)), vmm.VolumeFileName(i)})
 		}
 	}
+	var moved []string
 	for _, f := range keep {
 		to := filepath.Join(tmp, f.to)
 		if err := os.Rename(f.from, to); err != nil {
+			if park {
+				q.Kill(context.Background())
+			}
 			return fmt.Errorf("hibernate %s: keep %s: %w", id, f.to, err)
 		}
+		moved = append(moved, f.to)
 		// Lchown, and no chmod through a link: a link an unjailed VM
 		// planted gets no root's ownership change on its target.
 		_ = os.Lchown(to, os.Getuid(), os.Getgid())
@@ -77,9 +95,15 @@ func (d *Driver) Hibernate(ctx context.Context, v vmm.VM, dir string) error {
 		}
 	}
 	if err := os.Rename(tmp, dir); err != nil {
+		if park {
+			q.Kill(context.Background())
+		}
 		return fmt.Errorf("hibernate %s: %w", id, err)
 	}
 	cowfs.StartWriteback(filepath.Join(dir, vmm.MemFile))
+	if park {
+		d.park(id, q, dir, moved)
+	}
 	return nil
 }
 

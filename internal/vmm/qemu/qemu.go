@@ -57,6 +57,14 @@ type Config struct {
 	// MaxSerialLog caps each VM's serial console log (default
 	// DefaultMaxSerialLog; below 0 no cap).
 	MaxSerialLog int64
+	// ParkFor is how long a hibernated VM's process is kept, stopped, for
+	// a wake (park.go; default DefaultParkFor), and MaxParked how many at
+	// most (default DefaultMaxParked), holding ParkMemory bytes of their
+	// own memory at most (default an eighth of the host's). Below 0, or
+	// PANDASTACK_PARK=off: a hibernation ends the process.
+	ParkFor    time.Duration
+	MaxParked  int
+	ParkMemory int64
 }
 
 // DefaultUIDBase is where per-VM uids start when running as root.
@@ -75,8 +83,10 @@ type Driver struct {
 	mu    sync.Mutex
 	uids  map[int]bool
 	pools map[string]*pool
-	ctx   context.Context
-	stop  context.CancelFunc
+	// parked: hibernated VMs' processes kept for a wake, by VM id.
+	parked map[string]*parked
+	ctx    context.Context
+	stop   context.CancelFunc
 
 	// jailed: VMs run in jails (jail.go); cgroups caps them there.
 	jailed  bool
@@ -131,6 +141,11 @@ func New(cfg Config) (*Driver, error) {
 			d.capSerialLogs(d.ctx, cfg.MaxSerialLog)
 		}()
 	}
+	d.logs.Add(1)
+	go func() {
+		defer d.logs.Done()
+		d.parkJanitor(d.ctx)
+	}()
 	if cfg.UIDBase > 0 {
 		d.groups = append(d.groups, uint32(vmGroup(cfg.UIDBase)))
 	}
@@ -142,6 +157,7 @@ func New(cfg Config) (*Driver, error) {
 		}
 	}
 	d.setupJail()
+	d.sweepParked()
 	return d, nil
 }
 
@@ -382,6 +398,9 @@ func (d *Driver) restore(ctx context.Context, snap vmm.Snapshot, opts vmm.Restor
 	if id != "" && (id != filepath.Base(id) || strings.HasPrefix(id, ".")) {
 		return nil, fmt.Errorf("restore %s: %q is not a valid vm name", snap.Key, id)
 	}
+	if v, ok, err := d.unpark(ctx, snap, opts); ok {
+		return v, err
+	}
 	t0 := time.Now()
 	st, err := os.Stat(snap.Disk)
 	if err != nil {
@@ -415,16 +434,20 @@ func (d *Driver) restore(ctx context.Context, snap vmm.Snapshot, opts vmm.Restor
 		}
 	}
 	tTaken := time.Since(t0)
+	var tMem, tDisk, tAhead time.Duration
 	// The process has not touched its RAM yet: cloning into the mapped
 	// file is safe, and the mapping shows the snapshot from here on.
 	if v.loaded != snap.MemFile+"\x00"+snap.Disk {
 		if err := cowfs.CloneInto(v.mem, snap.MemFile); err != nil {
 			return fail(fmt.Errorf("restore %s: %w", snap.Key, err))
 		}
+		tMem = time.Since(t0)
 		if err := cowfs.CloneInto(v.disk, snap.Disk); err != nil {
 			return fail(fmt.Errorf("restore %s: %w", snap.Key, err))
 		}
+		tDisk = time.Since(t0)
 		cowfs.Readahead(v.mem)
+		tAhead = time.Since(t0)
 	}
 	if pooled && snap.HasVolumes() {
 		for i, f := range snap.Volumes {
@@ -459,7 +482,8 @@ func (d *Driver) restore(ctx context.Context, snap vmm.Snapshot, opts vmm.Restor
 	}
 	defer func() {
 		d.log.Debug("restore timing", "vm", v.id, "pooled", pooled, "take_ms", ms(tTaken),
-			"clone_ms", ms(tCloned-tTaken), "ms", ms(time.Since(t0)))
+			"clone_ms", ms(tCloned-tTaken), "ms", ms(time.Since(t0)),
+			"mem_ms", ms(max(tMem-tTaken, 0)), "disk_ms", ms(max(tDisk-tMem, 0)), "readahead_ms", ms(max(tAhead-tDisk, 0)))
 	}()
 	sf, err := os.Open(snap.StateFile)
 	if err != nil {
@@ -711,6 +735,7 @@ func (d *Driver) Close() error {
 	d.stop()
 	d.fills.Wait()
 	d.logs.Wait()
+	d.endAllParked()
 	d.reaps.Wait()
 	d.mu.Lock()
 	pools := d.pools
