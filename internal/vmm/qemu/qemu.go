@@ -9,7 +9,8 @@
 // and agent sockets connected: a restore reflinks the snapshot's RAM and disk
 // into the process's files (the kernel drops the stale mapping), passes the
 // device state, and resumes. Template creates, snapshot restores, wakes and
-// forks all take that one path.
+// forks all take that one path — except the wake of a VM whose hibernated
+// process is still parked (park.go): that one continues where it stopped.
 //
 // Each QEMU runs as its own unprivileged uid, in its own session, under
 // QEMU's seccomp policy (-sandbox on, no spawning, no privilege changes). VMs
