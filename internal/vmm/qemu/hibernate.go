@@ -40,8 +40,7 @@ func (d *Driver) Hibernate(ctx context.Context, v vmm.VM, dir string) error {
 	// The VM's id and directory go aside before its process ends (or is
 	// parked): a wake names its VM the same, and the network this process
 	// releases when it exits (keyed by id) must not be the wake's.
-	parkFor, _, _ := d.parkLimits()
-	park := parkFor > 0
+	park := d.parkFor > 0
 	aside := reapPrefix + q.name
 	if park {
 		aside = parkPrefix + id
@@ -49,11 +48,10 @@ func (d *Driver) Hibernate(ctx context.Context, v vmm.VM, dir string) error {
 	if err := q.rename(aside); err != nil {
 		return fail(err)
 	}
-	if park {
-		defer func() {
-			d.log.Debug("hibernate timing", "vm", id, "save_ms", ms(tSaved), "ms", ms(time.Since(t0)), "parked", true)
-		}()
-	} else {
+	defer func() {
+		d.log.Debug("hibernate timing", "vm", id, "save_ms", ms(tSaved), "ms", ms(time.Since(t0)), "parked", park)
+	}()
+	if !park {
 		q.Release()
 		q.mu.Lock()
 		q.killed = true
@@ -66,10 +64,7 @@ func (d *Driver) Hibernate(ctx context.Context, v vmm.VM, dir string) error {
 		// waited for off the hibernate's path, and what the process held
 		// is released after it, however this returns.
 		d.reaps.Add(1)
-		defer func() {
-			go q.reap()
-			d.log.Debug("hibernate timing", "vm", id, "save_ms", ms(tSaved), "ms", ms(time.Since(t0)))
-		}()
+		defer func() { go q.reap() }()
 	}
 	keep := []struct{ from, to string }{{q.mem, vmm.MemFile}, {q.disk, vmm.DiskFile}}
 	for i := range q.copies { // volume copies go along; durable volumes stay

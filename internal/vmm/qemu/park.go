@@ -6,13 +6,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/pandastack/pandastack/internal/vmm"
+	"golang.org/x/sys/unix"
 )
 
 // A hibernation writes everything a wake needs into its directory, and the
@@ -54,46 +52,39 @@ type parked struct {
 	anon  int64 // the process's own memory when parked, bytes
 }
 
-// parkLimits is how long and how many processes are kept, and how much of
-// their own memory at most (0 for the first two: parking is off).
-func (d *Driver) parkLimits() (time.Duration, int, int64) {
+// setParkLimits fixes, once at New, how long and how many processes are
+// kept and how much of their own memory at most (parkFor 0: parking off).
+func (d *Driver) setParkLimits() {
 	if d.cfg.ParkFor < 0 || d.cfg.MaxParked < 0 || os.Getenv("PANDASTACK_PARK") == "off" {
-		return 0, 0, 0
+		return
 	}
-	f, n, m := d.cfg.ParkFor, d.cfg.MaxParked, d.cfg.ParkMemory
-	if f == 0 {
-		f = DefaultParkFor
+	d.parkFor, d.maxParked, d.parkBudget = d.cfg.ParkFor, d.cfg.MaxParked, d.cfg.ParkMemory
+	if d.parkFor == 0 {
+		d.parkFor = DefaultParkFor
 	}
-	if n == 0 {
-		n = DefaultMaxParked
+	if d.maxParked == 0 {
+		d.maxParked = DefaultMaxParked
 	}
-	if m == 0 {
-		m = memTotal() / 8
+	if d.parkBudget == 0 {
+		var si unix.Sysinfo_t
+		if unix.Sysinfo(&si) == nil {
+			d.parkBudget = int64(si.Totalram) * int64(si.Unit) / 8
+		}
 	}
-	return f, n, m
 }
 
-// memTotal is the host's memory in bytes (0 if unknown).
-func memTotal() int64 {
-	return procKB("/proc/meminfo", "MemTotal:") << 10
-}
-
-// procKB reads a "Key: N kB" line of a /proc file, in kB (0 if absent).
-func procKB(path, key string) int64 {
-	b, err := os.ReadFile(path)
+// anonBytes is a process's own resident memory (resident less what is
+// file-backed or shared: /proc/PID/statm), or 0.
+func anonBytes(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/statm", pid))
 	if err != nil {
 		return 0
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, key); ok {
-			f := strings.Fields(rest)
-			if len(f) > 0 {
-				n, _ := strconv.ParseInt(f[0], 10, 64)
-				return n
-			}
-		}
+	var size, resident, shared int64
+	if _, err := fmt.Sscan(string(b), &size, &resident, &shared); err != nil {
+		return 0
 	}
-	return 0
+	return (resident - shared) * int64(os.Getpagesize())
 }
 
 // inode is path's inode number, or 0.
@@ -117,21 +108,18 @@ func (d *Driver) park(id string, q *vm, dir string, moved []string) {
 			p.vols[i] = inode(path)
 		}
 	}
-	p.anon = procKB(fmt.Sprintf("/proc/%d/status", q.pid), "RssAnon:") << 10
-	_, limit, budget := d.parkLimits()
+	p.anon = anonBytes(q.pid)
 	d.mu.Lock()
 	if d.parked == nil {
 		d.parked = map[string]*parked{}
 	}
 	d.parked[id] = p
-	var out []*parked
-	held := func() (n int64) {
-		for _, o := range d.parked {
-			n += o.anon
-		}
-		return n
+	var held int64
+	for _, o := range d.parked {
+		held += o.anon
 	}
-	for len(d.parked) > limit || (len(d.parked) > 0 && held() > budget) {
+	var out []*parked
+	for len(d.parked) > d.maxParked || (len(d.parked) > 0 && held > d.parkBudget) {
 		oldest := p
 		for _, o := range d.parked {
 			if o.at.Before(oldest.at) {
@@ -139,11 +127,18 @@ func (d *Driver) park(id string, q *vm, dir string, moved []string) {
 			}
 		}
 		delete(d.parked, oldest.id)
+		held -= oldest.anon
 		out = append(out, oldest)
 	}
 	d.mu.Unlock()
+	// Ended off the hibernation's path, as a hibernated process's end was
+	// before parking (a jailed QEMU's end takes tens of milliseconds).
 	for _, o := range out {
-		d.endParked(o, "more parked than allowed")
+		d.reaps.Add(1)
+		go func() {
+			defer d.reaps.Done()
+			d.endParked(o, "more parked than allowed")
+		}()
 	}
 }
 
@@ -253,14 +248,13 @@ func (d *Driver) parkJanitor(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		parkFor, _, _ := d.parkLimits()
 		var out []*parked
 		var whys []string
 		d.mu.Lock()
 		for id, p := range d.parked {
 			why := ""
 			switch {
-			case time.Since(p.at) > parkFor:
+			case time.Since(p.at) > d.parkFor:
 				why = "parked for long enough"
 			case inode(filepath.Join(p.dir, vmm.MemFile)) != p.files[vmm.MemFile]:
 				why = "its hibernation is gone"
@@ -286,7 +280,6 @@ func (d *Driver) endAllParked() {
 	}
 	d.parked = nil
 	d.mu.Unlock()
-	sort.Slice(all, func(i, j int) bool { return all[i].at.Before(all[j].at) })
 	for _, p := range all {
 		d.endParked(p, "the server stops")
 	}

@@ -84,10 +84,14 @@ type Driver struct {
 	mu    sync.Mutex
 	uids  map[int]bool
 	pools map[string]*pool
-	// parked: hibernated VMs' processes kept for a wake, by VM id.
-	parked map[string]*parked
-	ctx    context.Context
-	stop   context.CancelFunc
+	// parked: hibernated VMs' processes kept for a wake, by VM id; the
+	// limits on them are fixed at New (setParkLimits).
+	parked     map[string]*parked
+	parkFor    time.Duration
+	maxParked  int
+	parkBudget int64
+	ctx        context.Context
+	stop       context.CancelFunc
 
 	// jailed: VMs run in jails (jail.go); cgroups caps them there.
 	jailed  bool
@@ -131,6 +135,7 @@ func New(cfg Config) (*Driver, error) {
 	}
 	d := &Driver{cfg: cfg, log: cfg.Logger, nice: nice, uids: map[int]bool{}, pools: map[string]*pool{}}
 	d.ctx, d.stop = context.WithCancel(context.Background())
+	d.setParkLimits()
 	d.sweepReaped()
 	if cfg.MaxSerialLog == 0 {
 		cfg.MaxSerialLog = DefaultMaxSerialLog
@@ -142,11 +147,13 @@ func New(cfg Config) (*Driver, error) {
 			d.capSerialLogs(d.ctx, cfg.MaxSerialLog)
 		}()
 	}
-	d.logs.Add(1)
-	go func() {
-		defer d.logs.Done()
-		d.parkJanitor(d.ctx)
-	}()
+	if d.parkFor > 0 {
+		d.logs.Add(1)
+		go func() {
+			defer d.logs.Done()
+			d.parkJanitor(d.ctx)
+		}()
+	}
 	if cfg.UIDBase > 0 {
 		d.groups = append(d.groups, uint32(vmGroup(cfg.UIDBase)))
 	}
