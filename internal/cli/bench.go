@@ -67,6 +67,7 @@ func runBench(ctx context.Context, s *streams, args []string) (code int) {
 	maxN := p.fs.Int("max", 200, "with --density: the most sandboxes to start")
 	marginMiB := p.fs.Int("margin-mib", 6144, "with --density: stop before the host's MemAvailable falls below this")
 	idleWindow := p.fs.Int("idle-window", 10, "with --density: seconds over which idle CPU is measured")
+	pressure := p.fs.Float64("pressure", 5, "with --density: stop once the host's memory pressure (the share of the last 10 s some task stalled on memory) reaches this percentage (0: never)")
 	functions := p.fs.Bool("functions", false, "instead: deploy hello-world functions and measure deploy, fresh and warm invocations (--n each), 20 at once, and --cron-runs of a per-second schedule")
 	cronRuns := p.fs.Int("cron-runs", 50, "with --functions: runs of the per-second schedule to measure (0: none)")
 	dbs := p.fs.Bool("databases", false, "instead: measure managed databases: --db-n creates until the first query, wakes, forks, and warm SQL-over-HTTP queries")
@@ -127,12 +128,12 @@ func runBench(ctx context.Context, s *streams, args []string) (code int) {
 		return 0
 	}
 	if *density {
-		if *maxN < 1 || *marginMiB < 0 || *idleWindow < 1 {
-			fmt.Fprintln(s.err, "error: --max and --idle-window must be at least 1, --margin-mib at least 0")
+		if *maxN < 1 || *marginMiB < 0 || *idleWindow < 1 || *pressure < 0 || *pressure > 100 {
+			fmt.Fprintln(s.err, "error: --max and --idle-window must be at least 1, --margin-mib at least 0, --pressure between 0 and 100")
 			return 2
 		}
 		progress := func(f string, a ...any) { fmt.Fprintf(s.err, f+"\n", a...) }
-		res, err := benchDensity(ctx, c, *tpl, densityLimits{Max: *maxN, MarginKB: int64(*marginMiB) << 10}, time.Duration(*idleWindow)*time.Second, progress)
+		res, err := benchDensity(ctx, c, *tpl, densityLimits{Max: *maxN, MarginKB: int64(*marginMiB) << 10, PressurePct: *pressure}, time.Duration(*idleWindow)*time.Second, progress)
 		if res != nil {
 			if *asJSON {
 				printJSON(s.out, res)
@@ -193,12 +194,16 @@ func runBench(ctx context.Context, s *streams, args []string) (code int) {
 		{"floor: bare restore until the guest answers", fmt.Sprintf("%.1f ms", res.AnswerFloor)},
 		{"floor: 20 of those at once", fmt.Sprintf("%.0f ms", res.Parallel20AnswerFloor)},
 		{"floor: spawn /bin/true in the guest", fmt.Sprintf("%.2f ms", res.SpawnFloor)},
+		{"floor: pooled restore until answer (p50 / p99)", fmt.Sprintf("%.1f / %.1f ms", res.PooledAnswerFloor, res.PooledAnswerFloorP99)},
+		{"floor: that + first /bin/true (p50 / p99)", fmt.Sprintf("%.1f / %.1f ms", res.FirstExecFloor, res.FirstExecFloorP99)},
 		{"create ÷ restore floor", fmt.Sprintf("%.2f", res.CreateFloorRatio)},
 		{"create + exec ÷ (restore + spawn)", fmt.Sprintf("%.2f", res.CreateExecFloorRatio)},
 		{"warm exec ÷ spawn floor", fmt.Sprintf("%.2f", res.ExecFloorRatio)},
 		{"20 parallel ÷ 20 bare restores", fmt.Sprintf("%.2f", res.Parallel20FloorRatio)},
 		{"create ÷ restore-until-answer floor", fmt.Sprintf("%.2f", res.CreateAnswerFloorRatio)},
 		{"20 parallel ÷ 20 restores until answer", fmt.Sprintf("%.2f", res.Parallel20AnswerFloorRatio)},
+		{"create p50 / p99 ÷ pooled answer floor", fmt.Sprintf("%.2f / %.2f", res.CreatePooledFloorRatio, res.CreateP99PooledFloorRatio)},
+		{"create + exec ÷ first-command floor", fmt.Sprintf("%.2f", res.CreateExecFirstFloorRatio)},
 		{"wake ÷ restore floor", fmt.Sprintf("%.2f", res.WakeFloorRatio)},
 		{"fork ÷ restore floor", fmt.Sprintf("%.2f", res.ForkFloorRatio)},
 	}

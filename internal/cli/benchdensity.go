@@ -20,12 +20,19 @@ type densityResult struct {
 	Max      int    `json:"max"`
 	// Count is how many idle sandboxes ran at once; StoppedBy says why
 	// no more were started.
-	Count     int    `json:"count"`
-	StoppedBy string `json:"stopped_by"`
-	MarginMiB int64  `json:"margin_mib"`
+	Count       int     `json:"count"`
+	StoppedBy   string  `json:"stopped_by"`
+	MarginMiB   int64   `json:"margin_mib"`
+	PressurePct float64 `json:"pressure_pct"`
 	// The host's MemAvailable before the first sandbox and with Count.
 	MemAvailableStartMiB float64 `json:"mem_available_start_mib"`
 	MemAvailableEndMiB   float64 `json:"mem_available_end_mib"`
+	// Host anonymous memory (QEMU's own, under TCG mostly translated
+	// code) added per sandbox, and the host's memory pressure (share of
+	// the last 10 s stalled on memory) with Count running, after the
+	// idle window.
+	AnonPerSandboxMiB float64 `json:"anon_per_sandbox_mib"`
+	MemPressureEndPct float64 `json:"mem_pressure_end_pct"`
 	// PSS and RSS of each idle sandbox's QEMU, averaged: PSS counts pages
 	// shared with other VMs (the template's page cache) divided among them.
 	PSSPerSandboxMiB float64 `json:"pss_per_sandbox_mib"`
@@ -51,15 +58,25 @@ type densityResult struct {
 type densityLimits struct {
 	Max      int
 	MarginKB int64 // stop while the host's MemAvailable is below this
+	// PressurePct: stop once the host's memory pressure (some avg10)
+	// reaches it. MemAvailable alone cannot say the host is full: every
+	// VM's RAM is a file in the page cache, which it counts as free to
+	// reclaim, and reclaiming it means writing guest memory out and
+	// reading it back.
+	PressurePct float64
 }
 
-// densityStop says why no more sandboxes start ("" to go on): at max, or
-// when the host's MemAvailable would fall below the margin with one more
-// sandbox costing what each has cost so far (perKB; 0 before the first).
-func densityStop(l densityLimits, count int, availKB, perKB int64) string {
+// densityStop says why no more sandboxes start ("" to go on): at max,
+// when the host's memory pressure (pressurePct, -1 when not reported)
+// reached the limit, or when the host's MemAvailable would fall below the
+// margin with one more sandbox costing what each has cost so far (perKB;
+// 0 before the first).
+func densityStop(l densityLimits, count int, availKB, perKB int64, pressurePct float64) string {
 	switch {
 	case count >= l.Max:
 		return fmt.Sprintf("reached --max %d", l.Max)
+	case l.PressurePct > 0 && pressurePct >= l.PressurePct:
+		return fmt.Sprintf("host memory pressure %.1f %% (some avg10) reached --pressure %.1f %%", pressurePct, l.PressurePct)
 	case availKB-perKB < l.MarginKB:
 		return fmt.Sprintf("host MemAvailable %d MiB: one more sandbox (~%d MiB) would leave less than the margin of %d MiB",
 			availKB>>10, perKB>>10, l.MarginKB>>10)
@@ -111,12 +128,13 @@ func benchDensity(ctx context.Context, c *sdk.Client, tpl string, l densityLimit
 		return nil, err
 	}
 	res := &densityResult{Template: tpl, Accel: h.Accel, Machine: machine(), Date: time.Now().UTC().Format("2006-01-02"),
-		Max: l.Max, MarginMiB: l.MarginKB >> 10, IdleWindowS: window.Seconds()}
+		Max: l.Max, MarginMiB: l.MarginKB >> 10, PressurePct: l.PressurePct, IdleWindowS: window.Seconds()}
 	u, err := c.BenchUsage(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read host usage (an admin key on a server that measures its host): %w", err)
 	}
 	res.MemAvailableStartMiB = float64(u.MemAvailableKB) / 1024
+	anonStartKB := u.AnonKB
 	var all []*sdk.Sandbox
 	defer func() { killAll(context.WithoutCancel(ctx), all) }()
 	params := sdk.CreateSandboxParams{Template: tpl, TTLSeconds: 3600, Metadata: map[string]string{"bench": "density"}}
@@ -133,7 +151,7 @@ func benchDensity(ctx context.Context, c *sdk.Client, tpl string, l densityLimit
 			}
 			perKB = pss / int64(len(all))
 		}
-		if why := densityStop(l, len(all), u.MemAvailableKB, perKB); why != "" {
+		if why := densityStop(l, len(all), u.MemAvailableKB, perKB, u.MemPressurePct); why != "" {
 			res.StoppedBy = why
 			break
 		}
@@ -161,11 +179,12 @@ func benchDensity(ctx context.Context, c *sdk.Client, tpl string, l densityLimit
 			}
 			res.ExecAloneP50, res.ExecAloneP99 = pct(xs, 50), pct(xs, 99)
 		}
-		if len(all)%10 == 0 {
-			progress("%d idle sandboxes...", len(all))
-		}
 		if u, err = c.BenchUsage(ctx); err != nil {
 			return nil, fmt.Errorf("read host usage: %w", err)
+		}
+		if len(all)%10 == 0 {
+			progress("%d idle sandboxes (host MemAvailable %d MiB, anonymous %d MiB, memory pressure %.1f %%)...",
+				len(all), u.MemAvailableKB>>10, u.AnonKB>>10, u.MemPressurePct)
 		}
 	}
 	res.Count = len(all)
@@ -195,6 +214,8 @@ func benchDensity(ctx context.Context, c *sdk.Client, tpl string, l densityLimit
 	}
 	res.PSSPerSandboxMiB, res.RSSPerSandboxMiB, res.CPUPerSandboxPct, res.HostBusyPct, _ = idleCost(before, after, ids, time.Since(t0))
 	res.MemAvailableEndMiB = float64(after.MemAvailableKB) / 1024
+	res.AnonPerSandboxMiB = float64(after.AnonKB-anonStartKB) / 1024 / float64(res.Count)
+	res.MemPressureEndPct = after.MemPressurePct
 
 	progress("checking that each of the %d sandboxes answers an exec...", res.Count)
 	var xs []float64

@@ -10,25 +10,32 @@ import (
 )
 
 func TestDensityStop(t *testing.T) {
-	l := densityLimits{Max: 200, MarginKB: 6 << 20}
+	l := densityLimits{Max: 200, MarginKB: 6 << 20, PressurePct: 5}
 	for _, tc := range []struct {
 		name           string
 		count          int
 		availKB, perKB int64
+		pressure       float64
 		want           string // "" or a fragment of the reason
 	}{
-		{"first sandbox on a roomy host", 0, 20 << 20, 0, ""},
-		{"room for one more", 50, 8 << 20, 100 << 10, ""},
-		{"at max", 200, 20 << 20, 100 << 10, "--max 200"},
-		{"below the margin already", 10, 5 << 20, 0, "margin of 6144 MiB"},
-		{"one more would cross the margin", 10, (6 << 20) + (50 << 10), 100 << 10, "~100 MiB"},
+		{"first sandbox on a roomy host", 0, 20 << 20, 0, 0, ""},
+		{"room for one more", 50, 8 << 20, 100 << 10, 0, ""},
+		{"at max", 200, 20 << 20, 100 << 10, 0, "--max 200"},
+		{"below the margin already", 10, 5 << 20, 0, 0, "margin of 6144 MiB"},
+		{"one more would cross the margin", 10, (6 << 20) + (50 << 10), 100 << 10, 0, "~100 MiB"},
+		{"memory pressure with MemAvailable to spare", 120, 14 << 20, 100 << 10, 31.1, "pressure 31.1 %"},
+		{"pressure just under the limit", 120, 14 << 20, 100 << 10, 4.9, ""},
+		{"a kernel without pressure information", 120, 14 << 20, 100 << 10, -1, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := densityStop(l, tc.count, tc.availKB, tc.perKB)
+			got := densityStop(l, tc.count, tc.availKB, tc.perKB, tc.pressure)
 			if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
 				t.Fatalf("densityStop = %q; want %q", got, tc.want)
 			}
 		})
+	}
+	if got := densityStop(densityLimits{Max: 200}, 10, 14<<20, 0, 99); got != "" {
+		t.Fatalf("--pressure 0 stopped at pressure 99: %q", got)
 	}
 }
 

@@ -16,13 +16,20 @@ import (
 // of them at once, the same two timed until each guest's agent answered a
 // hello (the VMM's and the guest's own cost: under TCG each new QEMU
 // translates the guest's first instructions again), and a process spawn
-// inside an already-running guest.
+// inside an already-running guest. The pooled floors time the answer (and
+// the guest's first command) from the moment a QEMU already up is handed
+// the state, as a create from the pool does: the floors a create and its
+// first command stand on under this accelerator.
 type benchFloors struct {
 	RestoreFloor          float64 `json:"restore_floor_ms"`
 	Parallel20Floor       float64 `json:"parallel20_floor_ms"`
 	AnswerFloor           float64 `json:"answer_floor_ms"`
 	Parallel20AnswerFloor float64 `json:"parallel20_answer_floor_ms"`
 	SpawnFloor            float64 `json:"spawn_floor_ms"`
+	PooledAnswerFloor     float64 `json:"pooled_answer_floor_ms"`
+	PooledAnswerFloorP99  float64 `json:"pooled_answer_floor_p99_ms"`
+	FirstExecFloor        float64 `json:"first_exec_floor_ms"`
+	FirstExecFloorP99     float64 `json:"first_exec_floor_p99_ms"`
 	// Each figure ÷ its floor: how far above what the VMM and the guest
 	// take alone the platform is. Ratios in one run survive the drift of
 	// a shared machine; figures across runs do not.
@@ -33,8 +40,12 @@ type benchFloors struct {
 	// Over the floors that include the guest's answer.
 	CreateAnswerFloorRatio     float64 `json:"create_answer_floor_ratio"`
 	Parallel20AnswerFloorRatio float64 `json:"parallel20_answer_floor_ratio"`
-	WakeFloorRatio             float64 `json:"wake_floor_ratio"`
-	ForkFloorRatio             float64 `json:"fork_floor_ratio"`
+	// Over the pooled floors: create p50 and p99, and create + first exec.
+	CreatePooledFloorRatio    float64 `json:"create_pooled_floor_ratio"`
+	CreateP99PooledFloorRatio float64 `json:"create_p99_pooled_floor_ratio"`
+	CreateExecFirstFloorRatio float64 `json:"create_exec_first_exec_floor_ratio"`
+	WakeFloorRatio            float64 `json:"wake_floor_ratio"`
+	ForkFloorRatio            float64 `json:"fork_floor_ratio"`
 }
 
 // spawnLoops is how many /bin/true the spawn floor runs in the guest.
@@ -85,13 +96,18 @@ func (res *benchResult) setRatios() {
 	f.Parallel20FloorRatio = ratio(res.Parallel20, f.Parallel20Floor)
 	f.CreateAnswerFloorRatio = ratio(res.CreateP50, f.AnswerFloor)
 	f.Parallel20AnswerFloorRatio = ratio(res.Parallel20, f.Parallel20AnswerFloor)
+	f.CreatePooledFloorRatio = ratio(res.CreateP50, f.PooledAnswerFloor)
+	f.CreateP99PooledFloorRatio = ratio(res.CreateP99, f.PooledAnswerFloorP99)
+	f.CreateExecFirstFloorRatio = ratio(res.CreateExecP50, f.FirstExecFloor)
 	f.WakeFloorRatio = ratio(res.WakeP50, f.RestoreFloor)
 	f.ForkFloorRatio = ratio(res.ForkP50, f.RestoreFloor)
 }
 
 // measureRestoreFloor asks the server for the restore floors (admin key):
-// 5 bare restores one at a time and parallel at once (0: none). A server
-// or key that cannot measure them leaves them 0 and says so.
+// 5 bare restores one at a time and parallel at once (0: none), then 10
+// one at a time timed until the guest answered (and parallel at once),
+// and 10 until the guest's first command exited. A server or key that
+// cannot measure them leaves them 0 and says so.
 func measureRestoreFloor(ctx context.Context, c *sdk.Client, tpl string, parallel int, res *benchResult, progress func(string, ...any)) {
 	f, err := c.BenchFloor(ctx, tpl, 5, parallel)
 	if err != nil {
@@ -102,14 +118,20 @@ func measureRestoreFloor(ctx context.Context, c *sdk.Client, tpl string, paralle
 	if parallel == 20 {
 		res.Parallel20Floor = f.ParallelMs
 	}
-	if f, err = c.BenchAnswerFloor(ctx, tpl, 5, parallel); err != nil {
+	if f, err = c.BenchAnswerFloor(ctx, tpl, 10, parallel); err != nil {
 		progress("no answer floor: %v", err)
 		return
 	}
 	res.AnswerFloor = f.RestoreP50Ms
+	res.PooledAnswerFloor, res.PooledAnswerFloorP99 = f.LoadP50Ms, pct(f.LoadMs, 99)
 	if parallel == 20 {
 		res.Parallel20AnswerFloor = f.ParallelMs
 	}
+	if f, err = c.BenchExecFloor(ctx, tpl, 10); err != nil {
+		progress("no first-command floor: %v", err)
+		return
+	}
+	res.FirstExecFloor, res.FirstExecFloorP99 = f.LoadP50Ms, pct(f.LoadMs, 99)
 }
 
 // floorSandbox is a plain base sandbox for a floor measurement (the

@@ -32,7 +32,9 @@ func TestBench(t *testing.T) {
 		"agent_ping_p50_ms", "parallel20_ms", "cold_boot_ms", "create_cold_ratio", "proxy_http_p50_ms",
 		"proxy_rps", "hibernate_ms", "wake_p50_ms", "fork_p50_ms", "fork_dirty200_p50_ms",
 		"restore_floor_ms", "parallel20_floor_ms", "spawn_floor_ms", "create_floor_ratio", "create_exec_floor_ratio",
-		"exec_floor_ratio", "parallel20_floor_ratio", "wake_floor_ratio", "fork_floor_ratio"} {
+		"exec_floor_ratio", "parallel20_floor_ratio", "wake_floor_ratio", "fork_floor_ratio",
+		"answer_floor_ms", "pooled_answer_floor_ms", "first_exec_floor_ms", "create_pooled_floor_ratio",
+		"create_exec_first_exec_floor_ratio"} {
 		v, ok := res[k].(float64)
 		if !ok || v <= 0 {
 			t.Errorf("%s = %v: not measured", k, res[k])

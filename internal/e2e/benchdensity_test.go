@@ -85,6 +85,22 @@ func TestBenchFloor(t *testing.T) {
 	if !a.Answer || len(a.RestoreMs) != 2 || a.RestoreP50Ms < f.RestoreP50Ms/2 {
 		t.Fatalf("answer floor figures are not sane next to the running floor %.0f ms: %+v", f.RestoreP50Ms, a)
 	}
+	// Each restore is also timed from the state's load (a pooled
+	// process's start): never longer than from its exec.
+	for i := range a.RestoreMs {
+		if len(a.LoadMs) != len(a.RestoreMs) || a.LoadMs[i] <= 0 || a.LoadMs[i] > a.RestoreMs[i] {
+			t.Fatalf("answer floor from the load %v against from the exec %v", a.LoadMs, a.RestoreMs)
+		}
+	}
+	// The first-command floor runs /bin/true in each restored guest (a
+	// guest that could not would fail the request).
+	e, err := admin.BenchExecFloor(ctx, template, 2)
+	if err != nil {
+		t.Fatalf("first-command floor: %v", err)
+	}
+	if !e.Exec || !e.Answer || len(e.LoadMs) != 2 || e.LoadP50Ms <= 0 || e.LoadP50Ms > e.RestoreP50Ms {
+		t.Fatalf("first-command floor figures are not sane: %+v", e)
+	}
 	for _, d := range vmDirs(main.dataDir) {
 		if strings.HasPrefix(d, "floor_") {
 			t.Errorf("bare restore %s left behind", d)

@@ -12,20 +12,20 @@ import (
 
 // restorer is a stand-in for the QEMU driver (the real floors need VMs:
 // pandastack bench): it records which snapshots it restored, how many at
-// once, and takes 10 ms for each.
+// once, and takes 10 ms for each from exec, 4 of them from the state's load.
 type restorer struct {
 	restored []string
 	answered int // restores asked to wait for the guest's answer
 }
 
-func (r *restorer) BareRestores(ctx context.Context, snap vmm.Snapshot, n int, answer func(context.Context, net.Conn) error) ([]time.Duration, time.Duration, error) {
-	var each []time.Duration
+func (r *restorer) BareRestores(ctx context.Context, snap vmm.Snapshot, n int, answer func(context.Context, net.Conn) error) ([]vmm.RestoreTime, time.Duration, error) {
+	var each []vmm.RestoreTime
 	for range n {
 		r.restored = append(r.restored, snap.Key)
 		if answer != nil {
 			r.answered++
 		}
-		each = append(each, 10*time.Millisecond)
+		each = append(each, vmm.RestoreTime{FromExec: 10 * time.Millisecond, FromLoad: 4 * time.Millisecond})
 	}
 	return each, time.Duration(n) * 10 * time.Millisecond, nil
 }
@@ -77,6 +77,24 @@ func TestAnswerFloorWaitsForTheGuest(t *testing.T) {
 	}
 	if f, err = b.Floor(t.Context(), FloorRequest{Template: "base", Sequential: 1}); err != nil || f.Answer || r.answered != 5 {
 		t.Fatalf("plain floor %+v (%v): %d restores waited for the guest", f, err, r.answered)
+	}
+}
+
+// An exec floor is an answer floor (its command needs the agent) and
+// says so; every floor reports its restores timed from exec and from the
+// state's load (a pooled process's start) apart.
+func TestExecFloorAnswersAndTimesFromTheLoad(t *testing.T) {
+	r := &restorer{}
+	b := New(Config{Driver: r, Templates: templateSnapshots{}})
+	f, err := b.Floor(t.Context(), FloorRequest{Template: "base", Sequential: 3, Exec: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !f.Answer || !f.Exec || r.answered != 3 {
+		t.Fatalf("exec floor %+v: %d of 3 restores waited for the guest", f, r.answered)
+	}
+	if f.RestoreP50Ms != 10 || f.LoadP50Ms != 4 || len(f.LoadMs) != 3 {
+		t.Fatalf("exec floor %+v: want 10 ms from exec and 4 from the load, 3 of each", f)
 	}
 }
 

@@ -22,10 +22,10 @@ import (
 // Restorer restores snapshots bare: the QEMU driver (qemu.Driver).
 type Restorer interface {
 	// BareRestores restores snap n times at once with no network, and
-	// ends them: each one's time from exec to running (or, with answer,
-	// until answer, given the VM's agent socket, returned), and the time
-	// until the last one was done.
-	BareRestores(ctx context.Context, snap vmm.Snapshot, n int, answer func(context.Context, net.Conn) error) ([]time.Duration, time.Duration, error)
+	// ends them: each one's time to running (or, with answer, until
+	// answer, given the VM's agent socket, returned), from exec and from
+	// the state's load, and the time until the last one was done.
+	BareRestores(ctx context.Context, snap vmm.Snapshot, n int, answer func(context.Context, net.Conn) error) ([]vmm.RestoreTime, time.Duration, error)
 	// Processes maps every VM id with a live process to its pid.
 	Processes() (map[string]int, error)
 	Accel() pandastack.Accel
@@ -88,6 +88,11 @@ type FloorRequest struct {
 	// first instructions after a restore are translated again in every
 	// new QEMU process.
 	Answer bool `json:"answer,omitempty"`
+	// Exec, with Answer, also runs /bin/true in each guest through its
+	// agent and waits for it to exit: the floor under a create and its
+	// first command, which under TCG spawns the first process a new QEMU
+	// translates.
+	Exec bool `json:"exec,omitempty"`
 }
 
 // Floor is what the VMM alone takes to restore a template.
@@ -95,14 +100,22 @@ type Floor struct {
 	Template string           `json:"template"`
 	Function string           `json:"function,omitempty"`
 	Accel    pandastack.Accel `json:"accel"`
-	// Answer: each time runs until the guest answered, not until it ran.
+	// Answer: each time runs until the guest answered, not until it ran;
+	// Exec: until its first command exited.
 	Answer bool `json:"answer,omitempty"`
+	Exec   bool `json:"exec,omitempty"`
 	// RestoreP50Ms is the median of the sequential restores, from QEMU's
 	// exec until QMP says the VM runs (or, with Answer, until its guest
 	// agent answered a hello).
 	RestoreP50Ms float64   `json:"restore_p50_ms"`
 	RestoreMs    []float64 `json:"restore_ms"`
-	Parallel     int       `json:"parallel"`
+	// LoadP50Ms and LoadMs are the same restores timed from the moment
+	// the process was up and was handed the state: what a create from the
+	// pool of processes waiting for a state stands on.
+	LoadP50Ms float64   `json:"load_p50_ms"`
+	LoadMs    []float64 `json:"load_ms"`
+
+	Parallel int `json:"parallel"`
 	// ParallelMs is how long Parallel restores started at once took until
 	// the last one ran; ParallelP50Ms is the median of their own times.
 	ParallelMs    float64 `json:"parallel_ms"`
@@ -129,6 +142,9 @@ func (r *FloorRequest) Validate() error {
 	if r.Parallel < 0 || r.Parallel > maxFloor {
 		return pandastack.Errorf(pandastack.EInvalid, "parallel must be between 0 and %d", maxFloor)
 	}
+	if r.Exec {
+		r.Answer = true
+	}
 	return nil
 }
 
@@ -142,9 +158,12 @@ func (b *Bench) Floor(ctx context.Context, r FloorRequest) (Floor, error) {
 	if err != nil {
 		return Floor{}, err
 	}
-	f := Floor{Template: r.Template, Function: r.Function, Accel: b.cfg.Driver.Accel(), Parallel: r.Parallel, Answer: r.Answer}
+	f := Floor{Template: r.Template, Function: r.Function, Accel: b.cfg.Driver.Accel(), Parallel: r.Parallel, Answer: r.Answer, Exec: r.Exec}
 	var answer func(context.Context, net.Conn) error
-	if r.Answer {
+	switch {
+	case r.Exec:
+		answer = agentExecs
+	case r.Answer:
 		answer = agentAnswers
 	}
 	for i := 0; i < r.Sequential; i++ {
@@ -152,21 +171,22 @@ func (b *Bench) Floor(ctx context.Context, r FloorRequest) (Floor, error) {
 		if err != nil {
 			return Floor{}, fmt.Errorf("measure restore floor of %s: %w", what, err)
 		}
-		f.RestoreMs = append(f.RestoreMs, ms(each[0]))
+		f.RestoreMs = append(f.RestoreMs, ms(each[0].FromExec))
+		f.LoadMs = append(f.LoadMs, ms(each[0].FromLoad))
 	}
-	f.RestoreP50Ms = median(f.RestoreMs)
+	f.RestoreP50Ms, f.LoadP50Ms = median(f.RestoreMs), median(f.LoadMs)
 	if r.Parallel > 0 {
 		each, wall, err := b.cfg.Driver.BareRestores(ctx, snap, r.Parallel, answer)
 		if err != nil {
 			return Floor{}, fmt.Errorf("measure parallel restore floor of %s: %w", what, err)
 		}
 		var xs []float64
-		for _, d := range each {
-			xs = append(xs, ms(d))
+		for _, t := range each {
+			xs = append(xs, ms(t.FromExec))
 		}
 		f.ParallelMs, f.ParallelP50Ms = ms(wall), median(xs)
 	}
-	b.log.Info("bench floor", "of", what, "answer", r.Answer, "restore_p50_ms", f.RestoreP50Ms, "parallel", f.Parallel, "parallel_ms", f.ParallelMs)
+	b.log.Info("bench floor", "of", what, "answer", r.Answer, "exec", r.Exec, "restore_p50_ms", f.RestoreP50Ms, "load_p50_ms", f.LoadP50Ms, "parallel", f.Parallel, "parallel_ms", f.ParallelMs)
 	return f, nil
 }
 
@@ -178,6 +198,24 @@ func agentAnswers(ctx context.Context, c net.Conn) error {
 		return err
 	}
 	return cl.Close()
+}
+
+// agentExecs says hello to a restored guest's agent, runs /bin/true in
+// the guest and waits for it to exit, as a create and its first command do.
+func agentExecs(ctx context.Context, c net.Conn) error {
+	cl, _, err := guestconn.NewConn(c).Handshake(ctx)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	res, err := cl.Exec(ctx, pandastack.ExecRequest{Cmd: "/bin/true"}, nil, func(pandastack.ExecEvent) error { return nil })
+	if err != nil {
+		return fmt.Errorf("first command: %w", err)
+	}
+	if res.ExitCode != 0 {
+		return fmt.Errorf("first command: /bin/true exited %d", res.ExitCode)
+	}
+	return nil
 }
 
 // snapshot is the snapshot r measures, and what it is of (for errors).

@@ -25,6 +25,18 @@ type Usage struct {
 	// MemTotalKB and MemAvailableKB are the host's, from /proc/meminfo.
 	MemTotalKB     int64 `json:"mem_total_kb"`
 	MemAvailableKB int64 `json:"mem_available_kb"`
+	// What the host's memory holds: anonymous pages (QEMU's own heap and,
+	// under TCG, its translated code), the page cache (which holds every
+	// VM's RAM file, so MemAvailable counts guest memory as free to
+	// reclaim), and the part of it dirty, to be written back first.
+	AnonKB   int64 `json:"anon_kb"`
+	CachedKB int64 `json:"cached_kb"`
+	DirtyKB  int64 `json:"dirty_kb"`
+	// MemPressurePct is the share of the last 10 s in which some task
+	// stalled waiting for memory (/proc/pressure/memory "some avg10"; -1
+	// on a kernel without pressure stall information): the host's own
+	// word that memory ran short, where MemAvailable cannot say it.
+	MemPressurePct float64 `json:"mem_pressure_pct"`
 	// HostBusyMs and HostTotalMs are the host's CPU time summed over its
 	// CPUs (from /proc/stat): busy is all but idle and iowait.
 	HostBusyMs  float64   `json:"host_busy_ms"`
@@ -55,6 +67,13 @@ func (b *Bench) Usage(ctx context.Context) (Usage, error) {
 	}
 	m := parseKB(mi)
 	u.MemTotalKB, u.MemAvailableKB = m["MemTotal"], m["MemAvailable"]
+	u.AnonKB, u.CachedKB, u.DirtyKB = m["AnonPages"], m["Cached"], m["Dirty"]
+	u.MemPressurePct = -1
+	if psi, err := os.ReadFile(filepath.Join(b.cfg.Proc, "pressure", "memory")); err == nil {
+		if u.MemPressurePct, err = parsePressure(psi); err != nil {
+			return Usage{}, err
+		}
+	}
 	st, err := os.ReadFile(filepath.Join(b.cfg.Proc, "stat"))
 	if err != nil {
 		return Usage{}, fmt.Errorf("read host cpu time: %w", err)
@@ -117,6 +136,24 @@ func parseKB(b []byte) map[string]int64 {
 		}
 	}
 	return out
+}
+
+// parsePressure reads "some avg10=" from a pressure stall file
+// (/proc/pressure/memory): the percentage of the last 10 s in which at
+// least one task waited for the resource.
+func parsePressure(b []byte) (float64, error) {
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[0] != "some" {
+			continue
+		}
+		v, ok := strings.CutPrefix(f[1], "avg10=")
+		if !ok {
+			break
+		}
+		return strconv.ParseFloat(v, 64)
+	}
+	return 0, fmt.Errorf("parse memory pressure: no \"some avg10=\" in %q", b)
 }
 
 // parseProcCPU reads utime + stime from a /proc/PID/stat line, in ms. The

@@ -78,7 +78,7 @@ func TestParseHostCPU(t *testing.T) {
 // procs is a Restorer that only lists processes.
 type procs map[string]int
 
-func (p procs) BareRestores(context.Context, vmm.Snapshot, int, func(context.Context, net.Conn) error) ([]time.Duration, time.Duration, error) {
+func (p procs) BareRestores(context.Context, vmm.Snapshot, int, func(context.Context, net.Conn) error) ([]vmm.RestoreTime, time.Duration, error) {
 	return nil, 0, nil
 }
 func (p procs) Processes() (map[string]int, error) { return p, nil }
@@ -95,12 +95,27 @@ func TestUsageReadsRealProcesses(t *testing.T) {
 	if u.MemTotalKB <= 0 || u.MemAvailableKB <= 0 || u.MemAvailableKB > u.MemTotalKB || u.CPUs < 1 || u.HostTotalMs <= u.HostBusyMs {
 		t.Fatalf("host figures are not sane: %+v", u)
 	}
+	if u.AnonKB <= 0 || u.CachedKB <= 0 || u.DirtyKB < 0 || u.MemPressurePct < -1 || u.MemPressurePct > 100 {
+		t.Fatalf("host memory figures are not sane: %+v", u)
+	}
 	if len(u.Machines) != 1 || u.Machines[0].ID != "sbx_self" {
 		t.Fatalf("machines = %+v; want only sbx_self", u.Machines)
 	}
 	m := u.Machines[0]
 	if m.PSSKB <= 0 || m.RSSKB < m.PSSKB || m.PID != os.Getpid() {
 		t.Fatalf("process figures are not sane: %+v", m)
+	}
+}
+
+func TestParsePressure(t *testing.T) {
+	psi := "some avg10=12.50 avg60=3.10 avg300=0.70 total=123456\nfull avg10=1.00 avg60=0.20 avg300=0.00 total=2345\n"
+	if got, err := parsePressure([]byte(psi)); err != nil || got != 12.5 {
+		t.Fatalf("parsePressure = %v, %v; want 12.5 (some, not full)", got, err)
+	}
+	for _, bad := range []string{"", "full avg10=1.00\n", "some avg60=1.00\n", "some avg10=x\n"} {
+		if _, err := parsePressure([]byte(bad)); err == nil {
+			t.Errorf("parsePressure(%q) accepted it", bad)
+		}
 	}
 }
 

@@ -23,9 +23,19 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/pandastack/pandastack"
 )
+
+// RestoreTime is one bare restore's clock, the floor a create stands on
+// (the QEMU driver's BareRestores, measured by `pandastack bench`).
+type RestoreTime struct {
+	// FromExec runs from the VMM process's exec; FromLoad from the moment
+	// a process already up is handed the state, as a pooled one is at a
+	// create.
+	FromExec, FromLoad time.Duration
+}
 
 // ErrGone is returned when a VM's process is no longer running.
 var ErrGone = errors.New("vm process is gone")

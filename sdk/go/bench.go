@@ -29,11 +29,16 @@ func (c *Client) ColdBoot(ctx context.Context, template string) (float64, error)
 // BenchFloor is what the VMM alone takes to restore a template on the
 // server's host (POST /v1/admin/bench/floor).
 type BenchFloor struct {
-	Template      string    `json:"template"`
-	Accel         string    `json:"accel"`
-	Answer        bool      `json:"answer"` // timed until the guest answered
-	RestoreP50Ms  float64   `json:"restore_p50_ms"`
-	RestoreMs     []float64 `json:"restore_ms"`
+	Template     string    `json:"template"`
+	Accel        string    `json:"accel"`
+	Answer       bool      `json:"answer"` // timed until the guest answered
+	Exec         bool      `json:"exec"`   // and until its first command exited
+	RestoreP50Ms float64   `json:"restore_p50_ms"`
+	RestoreMs    []float64 `json:"restore_ms"`
+	// LoadP50Ms and LoadMs time the same restores from the moment the
+	// process was up and handed the state, as a pooled one is at a create.
+	LoadP50Ms     float64   `json:"load_p50_ms"`
+	LoadMs        []float64 `json:"load_ms"`
 	Parallel      int       `json:"parallel"`
 	ParallelMs    float64   `json:"parallel_ms"`
 	ParallelP50Ms float64   `json:"parallel_p50_ms"`
@@ -43,7 +48,7 @@ type BenchFloor struct {
 // guest agent; admin keys only): sequential restores one at a time, then
 // parallel at once, each timed from QEMU's exec until the VM runs.
 func (c *Client) BenchFloor(ctx context.Context, template string, sequential, parallel int) (*BenchFloor, error) {
-	return c.benchFloor(ctx, template, sequential, parallel, false)
+	return c.benchFloor(ctx, map[string]any{"template": template, "sequential": sequential, "parallel": parallel})
 }
 
 // BenchAnswerFloor is BenchFloor with each restore timed until the guest's
@@ -51,12 +56,18 @@ func (c *Client) BenchFloor(ctx context.Context, template string, sequential, pa
 // guest's own cost of a create, without the pool, the network, the records
 // or the API around it.
 func (c *Client) BenchAnswerFloor(ctx context.Context, template string, sequential, parallel int) (*BenchFloor, error) {
-	return c.benchFloor(ctx, template, sequential, parallel, true)
+	return c.benchFloor(ctx, map[string]any{"template": template, "sequential": sequential, "parallel": parallel, "answer": true})
 }
 
-func (c *Client) benchFloor(ctx context.Context, template string, sequential, parallel int, answer bool) (*BenchFloor, error) {
+// BenchExecFloor is BenchAnswerFloor with each restore also running
+// /bin/true in its guest, timed until it exited: the floor under a create
+// and its first command. Restores are one at a time only.
+func (c *Client) BenchExecFloor(ctx context.Context, template string, sequential int) (*BenchFloor, error) {
+	return c.benchFloor(ctx, map[string]any{"template": template, "sequential": sequential, "exec": true})
+}
+
+func (c *Client) benchFloor(ctx context.Context, body map[string]any) (*BenchFloor, error) {
 	var out BenchFloor
-	body := map[string]any{"template": template, "sequential": sequential, "parallel": parallel, "answer": answer}
 	err := c.do(ctx, request{method: "POST", path: "/v1/admin/bench/floor", body: body}, &out)
 	return &out, err
 }
@@ -64,9 +75,15 @@ func (c *Client) benchFloor(ctx context.Context, template string, sequential, pa
 // BenchUsage is one reading of the server host's memory and CPU and of
 // every VM process on it (GET /v1/admin/bench/usage).
 type BenchUsage struct {
-	CPUs           int            `json:"cpus"`
-	MemTotalKB     int64          `json:"mem_total_kb"`
-	MemAvailableKB int64          `json:"mem_available_kb"`
+	CPUs           int   `json:"cpus"`
+	MemTotalKB     int64 `json:"mem_total_kb"`
+	MemAvailableKB int64 `json:"mem_available_kb"`
+	AnonKB         int64 `json:"anon_kb"`
+	CachedKB       int64 `json:"cached_kb"`
+	DirtyKB        int64 `json:"dirty_kb"`
+	// MemPressurePct is the host's memory pressure: the share of the last
+	// 10 s some task stalled waiting for memory (-1: not reported).
+	MemPressurePct float64        `json:"mem_pressure_pct"`
 	HostBusyMs     float64        `json:"host_busy_ms"`
 	HostTotalMs    float64        `json:"host_total_ms"`
 	Machines       []BenchProcess `json:"machines"`

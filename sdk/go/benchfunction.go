@@ -7,8 +7,5 @@ import "context"
 // with a function; admin keys only): the floor a fresh invocation stands
 // on, sequential restores one at a time, then parallel at once.
 func (c *Client) BenchFunctionFloor(ctx context.Context, function string, sequential, parallel int) (*BenchFloor, error) {
-	var out BenchFloor
-	body := map[string]any{"function": function, "sequential": sequential, "parallel": parallel}
-	err := c.do(ctx, request{method: "POST", path: "/v1/admin/bench/floor", body: body}, &out)
-	return &out, err
+	return c.benchFloor(ctx, map[string]any{"function": function, "sequential": sequential, "parallel": parallel})
 }

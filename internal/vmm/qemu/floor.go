@@ -18,13 +18,15 @@ import (
 // own started for it (no pool), with no network, and kills them all: the
 // VMM's own cost of a restore, the floor a create stands on (see
 // `pandastack bench`). The files are cloned before any process starts; each
-// duration runs from its QEMU's exec until QMP query-status reports the
-// restored VM running, or, with answer, until answer returns: it is given
-// the VM's agent socket, connected before the state loads (as a pooled
-// process's is), so it can time the guest's first answer, which under TCG
-// costs the re-translation of every guest instruction it runs. wall is from
-// the first exec until the last one is done.
-func (d *Driver) BareRestores(ctx context.Context, snap vmm.Snapshot, n int, answer func(context.Context, net.Conn) error) (each []time.Duration, wall time.Duration, err error) {
+// restore is timed until QMP query-status reports the restored VM running,
+// or, with answer, until answer returns: it is given the VM's agent socket,
+// connected before the state loads (as a pooled process's is), so it can
+// time the guest's first answer (and what else it asks of the guest),
+// which under TCG costs the re-translation of every guest instruction it
+// runs. Each is timed twice: from its QEMU's exec, and from the moment the
+// process was up and handed the state (what a create from the pool pays).
+// wall is from the first exec until the last one is done.
+func (d *Driver) BareRestores(ctx context.Context, snap vmm.Snapshot, n int, answer func(context.Context, net.Conn) error) (each []vmm.RestoreTime, wall time.Duration, err error) {
 	if n < 1 {
 		return nil, 0, fmt.Errorf("bare restores: n must be at least 1, not %d", n)
 	}
@@ -39,7 +41,7 @@ func (d *Driver) BareRestores(ctx context.Context, snap vmm.Snapshot, n int, ans
 		id, dir string
 		uid     int
 		v       *vm
-		d       time.Duration
+		t       vmm.RestoreTime
 		err     error
 	}
 	vms := make([]*floorVM, n)
@@ -78,7 +80,7 @@ func (d *Driver) BareRestores(ctx context.Context, snap vmm.Snapshot, n int, ans
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			f.v, f.d, f.err = d.bareRestore(ctx, snap, f.id, f.uid, answer)
+			f.v, f.t, f.err = d.bareRestore(ctx, snap, f.id, f.uid, answer)
 			if f.v == nil {
 				f.uid = 0 // released by the failed start
 			}
@@ -90,17 +92,17 @@ func (d *Driver) BareRestores(ctx context.Context, snap vmm.Snapshot, n int, ans
 		if f.err != nil {
 			return nil, 0, fmt.Errorf("bare restore %s: %w", snap.Key, f.err)
 		}
-		each = append(each, f.d)
+		each = append(each, f.t)
 	}
 	return each, wall, nil
 }
 
 // bareRestore starts QEMU on the files already cloned into the VM
-// directory id, loads snap's device state and resumes it: the time from
-// exec until QEMU reports it running. On error the returned VM, if any, is
+// directory id, loads snap's device state and resumes it, timed until QEMU
+// reports it running (or answer returned). On error the returned VM, if any, is
 // still to be killed. It owns uid (as start does): released on failure
 // or when the VM ends.
-func (d *Driver) bareRestore(ctx context.Context, snap vmm.Snapshot, id string, uid int, answer func(context.Context, net.Conn) error) (_ *vm, _ time.Duration, err error) {
+func (d *Driver) bareRestore(ctx context.Context, snap vmm.Snapshot, id string, uid int, answer func(context.Context, net.Conn) error) (_ *vm, _ vmm.RestoreTime, err error) {
 	started := false
 	defer func() {
 		if err != nil && !started {
@@ -114,68 +116,74 @@ func (d *Driver) bareRestore(ctx context.Context, snap vmm.Snapshot, id string, 
 		disk: disk, diskFormat: "raw", diskCache: "unsafe", diskFD: true, incoming: true, volFD: 5})
 	rw, err := os.OpenFile(disk, os.O_RDWR, 0)
 	if err != nil {
-		return nil, 0, fmt.Errorf("open disk: %w", err)
+		return nil, vmm.RestoreTime{}, fmt.Errorf("open disk: %w", err)
 	}
 	defer rw.Close()
 	ro, err := os.Open(disk)
 	if err != nil {
-		return nil, 0, fmt.Errorf("open disk: %w", err)
+		return nil, vmm.RestoreTime{}, fmt.Errorf("open disk: %w", err)
 	}
 	defer ro.Close()
 	slots, err := openSlots(dir, [vmm.VolumeSlots]vmm.VolumeFile{}, uid, snap.Machine.VolumeSlots)
 	if err != nil {
-		return nil, 0, err
+		return nil, vmm.RestoreTime{}, err
 	}
 	defer closeAll(slots)
 	sf, err := os.Open(snap.StateFile)
 	if err != nil {
-		return nil, 0, fmt.Errorf("open state file: %w", err)
+		return nil, vmm.RestoreTime{}, fmt.Errorf("open state file: %w", err)
 	}
 	defer sf.Close()
 	started = true
 	v, err := d.startVM(ctx, id, uid, args, "", snap.Machine, false, vmFiles{mem: mem}, append([]*os.File{rw, ro}, slots...)...)
 	if err != nil {
-		return nil, 0, err
+		return nil, vmm.RestoreTime{}, err
 	}
+	// What a pooled process did while it waited (prepare): capabilities
+	// set, the agent's socket connected.
 	caps := map[string]any{"capabilities": []map[string]any{
 		{"capability": "x-ignore-shared", "state": true}, {"capability": "events", "state": true}}}
 	if err := v.q.run(ctx, "migrate-set-capabilities", caps, nil); err != nil {
-		return v, 0, err
-	}
-	if err := v.q.runFD(ctx, "getfd", map[string]any{"fdname": "state"}, nil, int(sf.Fd())); err != nil {
-		return v, 0, fmt.Errorf("pass state file: %w", err)
+		return v, vmm.RestoreTime{}, err
 	}
 	var agent net.Conn
 	if answer != nil {
 		if agent, err = v.AgentConn(ctx); err != nil {
-			return v, 0, fmt.Errorf("connect agent socket: %w", err)
+			return v, vmm.RestoreTime{}, fmt.Errorf("connect agent socket: %w", err)
 		}
 		defer agent.Close()
 	}
+	loading := time.Now() // a create takes a pooled process here
+	done := func() vmm.RestoreTime {
+		return vmm.RestoreTime{FromExec: time.Since(v.started), FromLoad: time.Since(loading)}
+	}
+	if err := v.q.runFD(ctx, "getfd", map[string]any{"fdname": "state"}, nil, int(sf.Fd())); err != nil {
+		return v, vmm.RestoreTime{}, fmt.Errorf("pass state file: %w", err)
+	}
 	if err := d.load(ctx, v, nil); err != nil {
-		return v, 0, err
+		return v, vmm.RestoreTime{}, err
 	}
 	if answer != nil {
 		if err := answer(ctx, agent); err != nil {
-			return v, 0, fmt.Errorf("the guest's first answer: %w", err)
+			return v, vmm.RestoreTime{}, fmt.Errorf("the guest's first answer: %w", err)
 		}
-		return v, time.Since(v.started), nil
+		return v, done(), nil
 	}
 	for {
 		var st struct {
 			Status string `json:"status"`
 		}
 		if err := v.q.run(ctx, "query-status", nil, &st); err != nil {
-			return v, 0, err
+			return v, vmm.RestoreTime{}, err
 		}
 		if st.Status == "running" {
-			return v, time.Since(v.started), nil
+			return v, done(), nil
 		}
 		select {
 		case <-ctx.Done():
-			return v, 0, ctx.Err()
+			return v, vmm.RestoreTime{}, ctx.Err()
 		case <-v.exited:
-			return v, 0, vmmGone()
+			return v, vmm.RestoreTime{}, vmmGone()
 		case <-time.After(time.Millisecond):
 		}
 	}
