@@ -53,6 +53,11 @@ type Spec struct {
 	// Devices are device nodes bound in (e.g. /dev/kvm); /dev/null,
 	// /dev/zero, /dev/random and /dev/urandom always are.
 	Devices []string `json:"devices,omitempty"`
+	// MergeMemory lets the kernel's same-page merging (KSM) scan the
+	// VMM's private memory (PR_SET_MEMORY_MERGE, kept across its exec),
+	// so pages identical in several VMMs are kept once. Best effort: a
+	// kernel without it (before 6.4) leaves the VMM as it was.
+	MergeMemory bool `json:"merge_memory,omitempty"`
 }
 
 // Namespaces are the namespaces a jailed process gets of its own.

@@ -149,7 +149,7 @@ func (d *Driver) jailCommand(v *vm, uid int, args []string, f vmFiles, nfiles in
 			binds = append(binds, jail.Bind{Path: p})
 		}
 	}
-	spec := jail.Spec{Binds: binds, UID: uid, GID: uid, Groups: d.groups, Nice: vmNice}
+	spec := jail.Spec{Binds: binds, UID: uid, GID: uid, Groups: d.groups, Nice: vmNice, MergeMemory: d.merge}
 	if d.cfg.Accel == pandastack.AccelKVM {
 		spec.Devices = append(spec.Devices, "/dev/kvm")
 	}

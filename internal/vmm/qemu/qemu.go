@@ -98,6 +98,9 @@ type Driver struct {
 	jailWhy string
 	cgroups *jail.Cgroups
 	ioDev   string // MAJ:MIN of the device the VM files are on
+	// merge: QEMU's own memory is open to same-page merging (ksm.go).
+	merge    bool
+	mergeWhy string
 }
 
 var _ vmm.Driver = (*Driver)(nil)
@@ -165,6 +168,7 @@ func New(cfg Config) (*Driver, error) {
 		}
 	}
 	d.setupJail()
+	d.setupMerge()
 	d.sweepParked()
 	return d, nil
 }
