@@ -161,7 +161,8 @@ func (b *Builder) BootFiles(ctx context.Context, progress io.Writer) (Boot, erro
 
 // layout is the version of a baked template's files: a template baked in
 // another layout is baked again. 4: every VM has volume slots (vmm.VolumeSlots).
-const layout = 4
+// 5: no PIT under TCG (qemu.machineType).
+const layout = 5
 
 // record is template.json in a baked template's directory.
 type record struct {
