@@ -161,8 +161,7 @@ func (b *Builder) BootFiles(ctx context.Context, progress io.Writer) (Boot, erro
 
 // layout is the version of a baked template's files: a template baked in
 // another layout is baked again. 4: every VM has volume slots (vmm.VolumeSlots).
-// 5: no PIT under TCG (qemu.machineType).
-const layout = 5
+const layout = 4
 
 // record is template.json in a baked template's directory.
 type record struct {
@@ -238,7 +237,7 @@ func (b *Builder) BuildDef(ctx context.Context, def Def, progress io.Writer) (pa
 		}
 	}
 	m := b.machine(def, bt)
-	id := hashOf("bake", fmt.Sprint(layout), imgKey, bt.InitrdKey, bt.Kernel.Package, fmt.Sprint(m.CPUs, m.CPUModel, m.MemoryMiB, m.Cmdline), string(b.cfg.Driver.Accel()), qemuVersion(), def.Warm)
+	id := hashOf("bake", fmt.Sprint(layout), imgKey, bt.InitrdKey, bt.Kernel.Package, fmt.Sprint(m.CPUs, m.CPUModel, m.MemoryMiB, m.Cmdline, m.NoPIT), string(b.cfg.Driver.Accel()), qemuVersion(), def.Warm)
 	dir := b.dir(name, id)
 	step(4, "bake (cold boot, then save the VM)")
 	rec, err := readRecord(dir)
@@ -273,7 +272,7 @@ func (b *Builder) BuildDef(ctx context.Context, def Def, progress io.Writer) (pa
 // host's accelerator.
 func (b *Builder) machine(def Def, bt Boot) vmm.Machine {
 	return vmm.Machine{CPUs: def.CPUs, CPUModel: qemu.CPUModel(b.cfg.Driver.Accel()), MemoryMiB: def.MemoryMiB, Kernel: bt.Kernel.Vmlinuz, Initrd: bt.Initrd, Cmdline: qemu.KernelCmdline(b.cfg.Driver.Accel()),
-		VolumeSlots: vmm.VolumeSlots}
+		NoPIT: qemu.NoPIT(b.cfg.Driver.Accel()), VolumeSlots: vmm.VolumeSlots}
 }
 
 func catalogNames() string {

@@ -43,8 +43,12 @@ var ErrGone = errors.New("vm process is gone")
 // Machine is the virtual hardware. A snapshot restores only onto a Machine
 // equal to the one that saved it.
 type Machine struct {
-	CPUs      int    `json:"cpus"`
-	CPUModel  string `json:"cpu_model,omitempty"` // e.g. "host" (KVM), "max" (TCG)
+	CPUs     int    `json:"cpus"`
+	CPUModel string `json:"cpu_model,omitempty"` // e.g. "host" (KVM), "max" (TCG)
+	// NoPIT: the machine has no i8254 PIT. A snapshot saved with one
+	// carries its state and loads only where it exists, so it is part of
+	// the machine (records from before it have one).
+	NoPIT     bool   `json:"no_pit,omitempty"`
 	MemoryMiB int    `json:"memory_mib"`
 	Kernel    string `json:"kernel"`
 	Initrd    string `json:"initrd"`

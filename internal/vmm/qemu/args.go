@@ -91,7 +91,7 @@ func buildArgs(s argSpec) []string {
 	}
 	args := []string{
 		"-name", filepath.Base(s.dir),
-		"-M", machineType(s.accel),
+		"-M", machineType(s.m),
 		"-accel", accel,
 		"-cpu", cpu,
 		"-smp", fmt.Sprint(s.m.CPUs),
@@ -137,19 +137,23 @@ func socketArgs(dir string, qmpFD, agentFD int) []string {
 // DefaultCmdline is the guest kernel command line for PandaStack images.
 const DefaultCmdline = "console=ttyS0 quiet loglevel=3 panic=-1 random.trust_cpu=on rdinit=/init root=/dev/vda rw"
 
-// machineType is QEMU's machine for accel: microvm with ACPI. Under TCG
-// without the PIT (an emulated 8254 timer): the guest's timers run on its
+// machineType is QEMU's machine for m: microvm with ACPI, and without the
+// PIT where m says so (NoPIT).
+func machineType(m vmm.Machine) string {
+	if m.NoPIT {
+		return "microvm,acpi=on,pit=off,memory-backend=mem"
+	}
+	return "microvm,acpi=on,memory-backend=mem"
+}
+
+// NoPIT says whether a machine baked for accel leaves out the PIT (an
+// emulated 8254 timer): under TCG it does. The guest's timers run on its
 // local APIC and its clock on the TSC (see KernelCmdline), so nothing in
 // the guest uses the PIT, but QEMU starts its channel 0 counting, and the
 // guest's 6.1 kernel never stops it: QEMU woke every 27 ms (both edges of
 // an 18.2 Hz square wave) for each VM, idle or not, to toggle an interrupt
 // line no one listens to.
-func machineType(accel pandastack.Accel) string {
-	if accel == pandastack.AccelTCG {
-		return "microvm,acpi=on,pit=off,memory-backend=mem"
-	}
-	return "microvm,acpi=on,memory-backend=mem"
-}
+func NoPIT(accel pandastack.Accel) bool { return accel == pandastack.AccelTCG }
 
 // KernelCmdline is the guest kernel command line for accel. Under KVM the
 // guest has kvm-clock (a stable clocksource: it goes tickless when idle)

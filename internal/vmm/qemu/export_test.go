@@ -25,3 +25,7 @@ func (d *Driver) CgroupGroupDirs() []string {
 	}
 	return d.cgroups.GroupDirs()
 }
+
+// Merging says whether VMs' QEMU memory is open to same-page merging, and
+// why (for tests).
+func (d *Driver) Merging() (bool, string) { return d.merge, d.mergeWhy }

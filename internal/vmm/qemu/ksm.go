@@ -9,7 +9,7 @@ import (
 )
 
 // ksmRun is the switch of the kernel's same-page merging daemon.
-var ksmRun = "/sys/kernel/mm/ksm/run"
+const ksmRun = "/sys/kernel/mm/ksm/run"
 
 // setupMerge decides whether VMs' QEMU processes are open to the kernel's
 // same-page merging (KSM), and starts its daemon if they are.
@@ -66,7 +66,3 @@ func startKSM() error {
 		return fmt.Errorf("same-page merging stopped by the host (%s is %q)", ksmRun, bytes.TrimSpace(b))
 	}
 }
-
-// Merging says whether VMs' QEMU memory is open to same-page merging, and
-// why (for doctor, logs and tests).
-func (d *Driver) Merging() (bool, string) { return d.merge, d.mergeWhy }

@@ -454,3 +454,53 @@ func TestVolumeCopyInPooledProcess(t *testing.T) {
 		t.Fatalf("the guest's write reached the source of its copy: %q", b[:12])
 	}
 }
+
+// TestSnapshotRestoresOntoItsOwnMachine: a snapshot restores onto the
+// machine it was saved on, whatever this driver gives a machine it bakes.
+// One saved with the PIT (every snapshot from before NoPIT under TCG)
+// carries the PIT's state, which QEMU refuses to load into a machine
+// without one; a hibernated sandbox or database saved before an upgrade
+// must still wake.
+func TestSnapshotRestoresOntoItsOwnMachine(t *testing.T) {
+	s := template(t)
+	d := newDriver(t, vmDir(t))
+	ctx := context.Background()
+	m := s.Machine
+	m.NoPIT = !qemu.NoPIT(d.Accel()) // not the machine this driver bakes
+	dir := vmDir(t)
+	disk, mem := filepath.Join(dir, vmm.DiskFile), filepath.Join(dir, vmm.MemFile)
+	if err := cowfs.Clone(disk, s.Disk, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	v, err := d.Boot(ctx, vmm.BootSpec{Machine: m, Disk: disk, MemFile: mem})
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent(t, v).Close()
+	hasMachine(t, v, m)
+	if err := v.SaveState(ctx, filepath.Join(dir, vmm.StateFile)); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Kill(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r, err := d.Restore(ctx, vmm.Saved(dir, m), vmm.RestoreOptions{})
+	if err != nil {
+		t.Fatalf("restore a snapshot saved with NoPIT %v: %v", m.NoPIT, err)
+	}
+	t.Cleanup(func() { r.Kill(context.Background()) })
+	agent(t, r).Close()
+	hasMachine(t, r, m)
+}
+
+// hasMachine fails unless v's QEMU runs with a PIT exactly when m has one.
+func hasMachine(t *testing.T, v vmm.VM, m vmm.Machine) {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", v.PID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if noPIT := strings.Contains(string(b), "pit=off"); noPIT != m.NoPIT {
+		t.Fatalf("QEMU runs with pit=off %v; the machine says NoPIT %v", noPIT, m.NoPIT)
+	}
+}
