@@ -476,6 +476,7 @@ func TestSnapshotRestoresOntoItsOwnMachine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { v.Kill(context.Background()) }) // a failed check leaves no VM
 	agent(t, v).Close()
 	hasMachine(t, v, m)
 	if err := v.SaveState(ctx, filepath.Join(dir, vmm.StateFile)); err != nil {
