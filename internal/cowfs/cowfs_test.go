@@ -228,3 +228,47 @@ func TestTrimGivesRemovedFilesBackToTheHost(t *testing.T) {
 		t.Fatalf("after removing a 64 MiB file and trimming for a minute, the image takes %d MiB of host disk (was %d MiB): its blocks were not given back", after>>20, full>>20)
 	}
 }
+
+func TestDropCacheKeepsWhatIsMapped(t *testing.T) {
+	fs := open(t)
+	p := filepath.Join(fs.Dir(), "ram")
+	if err := os.WriteFile(p, bytes.Repeat([]byte{7}, 8<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil { // written pages are dirty until then: they would stay
+		t.Fatal(err)
+	}
+	if err := cowfs.Prefetch(p); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := cowfs.Cached(p); err != nil || n != 8<<20 {
+		t.Fatalf("cached after prefetch: %d, %v; want 8 MiB", n, err)
+	}
+	// A process maps and touches the first 2 MiB, as a guest touches its RAM.
+	m, err := unix.Mmap(int(f.Fd()), 0, 2<<20, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(m)
+	sum := 0
+	for i := 0; i < len(m); i += 4096 {
+		sum += int(m[i])
+	}
+	if sum != 7*512 {
+		t.Fatalf("read %d through the mapping", sum)
+	}
+	if err := cowfs.DropCache(p); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := cowfs.Cached(p); err != nil || n != 2<<20 {
+		t.Fatalf("cached after drop: %d, %v; want the 2 MiB mapped", n, err)
+	}
+	if err := cowfs.DropCache(filepath.Join(fs.Dir(), "gone")); err == nil {
+		t.Fatal("dropping the cache of a missing file did not fail")
+	}
+}

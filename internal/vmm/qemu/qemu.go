@@ -66,6 +66,10 @@ type Config struct {
 	ParkFor    time.Duration
 	MaxParked  int
 	ParkMemory int64
+	// TrimAfter is how long a restored VM runs before the page cache of
+	// its RAM file that the guest has not touched is dropped (cachetrim.go;
+	// default DefaultTrimAfter, below 0 never).
+	TrimAfter time.Duration
 }
 
 // DefaultUIDBase is where per-VM uids start when running as root.
@@ -508,6 +512,7 @@ func (d *Driver) restore(ctx context.Context, snap vmm.Snapshot, opts vmm.Restor
 	if err := d.load(ctx, v, v.resizeVolumes); err != nil {
 		return fail(fmt.Errorf("restore %s: %w", snap.Key, err))
 	}
+	d.trimLater(v)
 	return v, nil
 }
 
