@@ -122,3 +122,32 @@ func Cached(path string) (int64, error) {
 	}
 	return n * int64(page), nil
 }
+
+// DataSize returns how many bytes of path are data, not holes (SEEK_DATA
+// and SEEK_HOLE; pages written but not yet on disk count).
+func DataSize(path string) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, fmt.Errorf("data size: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("data size: %w", err)
+	}
+	fd := int(f.Fd())
+	var n int64
+	for off := int64(0); off < st.Size(); {
+		data, err := unix.Seek(fd, off, unix.SEEK_DATA)
+		if err != nil {
+			break // ENXIO: no data past off
+		}
+		hole, err := unix.Seek(fd, data, unix.SEEK_HOLE)
+		if err != nil {
+			hole = st.Size()
+		}
+		n += hole - data
+		off = hole
+	}
+	return n, nil
+}

@@ -75,5 +75,6 @@ var Catalog = map[string]Def{
 
 // Modules are the kernel modules every guest loads from its initramfs:
 // quota_v2 is the format of ext4's own quota files, without which a volume
-// with quotas (hostagent) does not mount.
-var Modules = []string{"virtio_mmio", "virtio_blk", "virtio_console", "virtio_net", "virtio_rng", "quota_v2"}
+// with quotas (hostagent) does not mount; virtio_balloon reports the pages
+// the guest frees (vmm.Machine.FreePageReporting).
+var Modules = []string{"virtio_mmio", "virtio_blk", "virtio_console", "virtio_net", "virtio_rng", "virtio_balloon", "quota_v2"}

@@ -48,11 +48,16 @@ type Machine struct {
 	// NoPIT: the machine has no i8254 PIT. A snapshot saved with one
 	// carries its state and loads only where it exists, so it is part of
 	// the machine (records from before it have one).
-	NoPIT     bool   `json:"no_pit,omitempty"`
-	MemoryMiB int    `json:"memory_mib"`
-	Kernel    string `json:"kernel"`
-	Initrd    string `json:"initrd"`
-	Cmdline   string `json:"cmdline"`
+	NoPIT bool `json:"no_pit,omitempty"`
+	// FreePageReporting: the machine has a virtio balloon that only
+	// reports free pages (its guest tells the host which pages it freed,
+	// and the host drops them from the RAM file). A device, so part of the
+	// machine too.
+	FreePageReporting bool   `json:"free_page_reporting,omitempty"`
+	MemoryMiB         int    `json:"memory_mib"`
+	Kernel            string `json:"kernel"`
+	Initrd            string `json:"initrd"`
+	Cmdline           string `json:"cmdline"`
 	// VolumeSlots is how many volume drives the VM has: VolumeSlots for
 	// every machine baked since volumes exist, 0 for one saved before
 	// (its snapshots restore onto the devices they were saved with).

@@ -110,6 +110,11 @@ func buildArgs(s argSpec) []string {
 		"-sandbox", sandboxPolicy,
 	}
 	args = append(args, volumeArgs(s.volFD, s.m.VolumeSlots)...)
+	if s.m.FreePageReporting {
+		// No balloon target is ever set: the device only takes reports of
+		// free pages, and QEMU punches them out of the RAM file.
+		args = append(args, "-device", "virtio-balloon-device,free-page-reporting=on")
+	}
 	if s.incoming {
 		args = append(args, "-incoming", "defer")
 	}

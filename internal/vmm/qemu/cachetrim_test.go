@@ -33,7 +33,7 @@ func TestRestoredRAMCacheIsTrimmed(t *testing.T) {
 	t.Cleanup(func() { v.Kill(context.Background()) })
 	ping(t, v)
 	mem := filepath.Join(v.Dir(), vmm.MemFile)
-	data := dataBytes(t, s.MemFile)
+	data := dataSize(t, s.MemFile)
 	var read int64
 	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); { // the read-ahead runs on
 		read = max(read, cached(t, mem))
@@ -71,27 +71,12 @@ func cached(t *testing.T, path string) int64 {
 	return n
 }
 
-// dataBytes is how much data (not holes) path has.
-func dataBytes(t *testing.T, path string) int64 {
+// dataSize is how much data (not holes) path has.
+func dataSize(t *testing.T, path string) int64 {
 	t.Helper()
-	f, err := os.Open(path)
+	n, err := cowfs.DataSize(path)
 	if err != nil {
 		t.Fatal(err)
-	}
-	defer f.Close()
-	st, _ := f.Stat()
-	var n int64
-	for off := int64(0); off < st.Size(); {
-		data, err := f.Seek(off, 3) // SEEK_DATA
-		if err != nil {
-			break
-		}
-		hole, err := f.Seek(data, 4) // SEEK_HOLE
-		if err != nil {
-			hole = st.Size()
-		}
-		n += hole - data
-		off = hole
 	}
 	return n
 }
