@@ -1,6 +1,7 @@
 package cowfs
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"unsafe"
@@ -151,3 +152,73 @@ func DataSize(path string) (int64, error) {
 	}
 	return n, nil
 }
+
+// PunchZeros turns every all-zero page of path's data into a hole and
+// returns how many bytes it freed: a guest's RAM holds pages its kernel
+// zeroed and never wrote again, and a hole costs a restore neither a read
+// ahead nor a page of cache until the guest writes it.
+func PunchZeros(path string) (int64, error) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return 0, fmt.Errorf("punch zeros: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("punch zeros: %w", err)
+	}
+	fd := int(f.Fd())
+	const page = 4096
+	buf := make([]byte, 1<<20)
+	var punched, runStart, runEnd int64
+	flush := func() error {
+		if runEnd > runStart {
+			if err := unix.Fallocate(fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, runStart, runEnd-runStart); err != nil {
+				return fmt.Errorf("punch zeros in %s: %w", path, err)
+			}
+			punched += runEnd - runStart
+		}
+		runStart, runEnd = 0, 0
+		return nil
+	}
+	for off := int64(0); off < st.Size(); {
+		data, err := unix.Seek(fd, off, unix.SEEK_DATA)
+		if err != nil {
+			break // ENXIO: no data past off
+		}
+		hole, err := unix.Seek(fd, data, unix.SEEK_HOLE)
+		if err != nil {
+			hole = st.Size()
+		}
+		for p := data; p < hole; {
+			n := min(int64(len(buf)), hole-p)
+			k, err := unix.Pread(fd, buf[:n], p)
+			if err != nil || k == 0 {
+				return punched, fmt.Errorf("punch zeros: read %s: %v", path, err)
+			}
+			for i := 0; i+page <= k; i += page {
+				at := p + int64(i)
+				if !zero(buf[i : i+page]) {
+					if err := flush(); err != nil {
+						return punched, err
+					}
+					continue
+				}
+				if runEnd != at {
+					if err := flush(); err != nil {
+						return punched, err
+					}
+					runStart = at
+				}
+				runEnd = at + page
+			}
+			p += int64(k)
+		}
+		off = hole
+	}
+	return punched, flush()
+}
+
+var zeroPage [4096]byte
+
+func zero(b []byte) bool { return bytes.Equal(b, zeroPage[:]) }

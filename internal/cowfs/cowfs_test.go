@@ -272,3 +272,49 @@ func TestDropCacheKeepsWhatIsMapped(t *testing.T) {
 		t.Fatal("dropping the cache of a missing file did not fail")
 	}
 }
+
+func TestPunchZerosKeepsTheContent(t *testing.T) {
+	fs := open(t)
+	p := filepath.Join(fs.Dir(), "ram")
+	page := bytes.Repeat([]byte{9}, 4096)
+	zeros := make([]byte, 4096)
+	// data: X 0 0 0 X 0, a hole, then 0 0 X
+	var want []byte
+	for _, pg := range [][]byte{page, zeros, zeros, zeros, page, zeros} {
+		want = append(want, pg...)
+	}
+	tail := append(append(append([]byte(nil), zeros...), zeros...), page...)
+	if err := os.WriteFile(p, want, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(p, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(tail, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	before, _ := cowfs.DataSize(p)
+	n, err := cowfs.PunchZeros(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 6*4096 {
+		t.Fatalf("punched %d bytes, want the 6 zero pages", n)
+	}
+	after, _ := cowfs.DataSize(p)
+	if after != 3*4096 || before < 9*4096 {
+		t.Fatalf("data %d bytes before, %d after; want 3 pages after", before, after)
+	}
+	got, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := make([]byte, 1<<20+len(tail))
+	copy(full, want)
+	copy(full[1<<20:], tail)
+	if !bytes.Equal(got, full) {
+		t.Fatal("the file reads differently after its zero pages were punched")
+	}
+}

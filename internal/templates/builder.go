@@ -388,6 +388,13 @@ func (b *Builder) bake(ctx context.Context, def Def, m vmm.Machine, img, dir, id
 	if err := v.Kill(ctx); err != nil {
 		return rec, err
 	}
+	// Pages the guest zeroed and never wrote again need not be read ahead
+	// by every restore: holes instead.
+	if n, err := cowfs.PunchZeros(mem); err != nil {
+		return rec, err
+	} else if n > 0 {
+		fmt.Fprintf(progress, "zero pages punched out of the RAM file: %d MiB\n", n>>20)
+	}
 	_ = os.RemoveAll(dir)
 	if err := cowfs.SyncDir(tmp); err != nil {
 		return rec, fmt.Errorf("install template: %w", err)
