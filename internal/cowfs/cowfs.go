@@ -76,6 +76,9 @@ func Open(ctx context.Context, dir string, opt Options) (*FS, error) {
 		return nil, fmt.Errorf("cowfs: mount %s on %s: %v: %s", img, dir, err, strings.TrimSpace(string(out)))
 	}
 	_ = os.Chmod(dir, 0o711)
+	if err := loopDirectIO(dir); err != nil {
+		log.Warn("copy-on-write filesystem: loop device without direct I/O: VM files are cached twice", "err", err)
+	}
 	if !Supported(dir) {
 		Unmount(dir)
 		return nil, fmt.Errorf("cowfs: %s mounted but cannot reflink", dir)
@@ -300,6 +303,51 @@ func Unmount(dir string) error {
 		}
 	}
 	return nil
+}
+
+// loopDirectIO makes the loop device mounted on dir read and write its
+// image with direct I/O. Through the host's page cache, every page of a
+// VM's files lives twice: in the cache of the file on XFS, and again in the
+// cache of the image under it when it is read or written back (1.2-5 GiB
+// at 150-200 idle sandboxes, guest RAM written back). The XFS side caches
+// what the VMs use; the image's copy is what gives way.
+func loopDirectIO(dir string) error {
+	dev := mountSource(dir)
+	if !strings.HasPrefix(dev, "/dev/loop") {
+		return fmt.Errorf("%s is not mounted from a loop device (%q)", dir, dev)
+	}
+	f, err := os.Open(dev)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := unix.IoctlSetInt(int(f.Fd()), unix.LOOP_SET_DIRECT_IO, 1); err != nil {
+		return fmt.Errorf("%s: LOOP_SET_DIRECT_IO: %w", dev, err)
+	}
+	return nil
+}
+
+// mountSource is the device mounted on dir, or "".
+func mountSource(dir string) string {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 5 || unescape(fields[4]) != dir {
+			continue
+		}
+		for i, f := range fields {
+			if f == "-" && i+2 < len(fields) {
+				return unescape(fields[i+2])
+			}
+		}
+	}
+	return ""
 }
 
 // mounted reports whether dir is a mount point.

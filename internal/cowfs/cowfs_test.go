@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 	"unsafe"
@@ -42,6 +43,21 @@ func TestOpenMountsReflinkFilesystemOnce(t *testing.T) {
 	}
 	if fs.Image() == "" {
 		t.Fatal("expected a loop-mounted image on a non-reflink host filesystem")
+	}
+	// The loop device reads and writes the image around the host's cache:
+	// the files on it are cached once, by the filesystem on it.
+	loops, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	found := false
+	for _, b := range loops {
+		if back, _ := os.ReadFile(b); strings.TrimSpace(string(back)) == fs.Image() {
+			found = true
+			if dio, _ := os.ReadFile(filepath.Join(filepath.Dir(b), "dio")); strings.TrimSpace(string(dio)) != "1" {
+				t.Fatalf("%s: direct I/O %q, want 1", b, dio)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("no loop device backs %s", fs.Image())
 	}
 	// Opening again finds it mounted and reuses it.
 	again, err := cowfs.Open(context.Background(), fs.Dir(), cowfs.Options{})

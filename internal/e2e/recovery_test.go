@@ -110,10 +110,15 @@ func TestCrashRecovery(t *testing.T) {
 	if err := c.Sandbox(sleepy.ID).Kill(ctx); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "expired sandbox marked", func() bool {
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		g, err := c.GetSandbox(ctx, short.ID)
-		return err == nil && g.State == "expired"
-	})
+		if err == nil && g.State == "expired" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sandbox whose TTL ran out while the server was down, 10 s on: %v %+v", err, g)
+		}
+	}
 	// Only the re-attached sandbox and the new pool remain.
 	if err := s.waitTemplate(template, 5*time.Minute); err != nil {
 		t.Fatal(err)

@@ -15,9 +15,11 @@ import (
 // and an idle base sandbox touches about half of what was read (~90 of
 // ~190 MiB under TCG): the rest is clean cache, per sandbox, that no one
 // reads again soon. Under many idle sandboxes it was what ran the host out
-// of free memory first (BENCHMARKS.md, session 17). A page the guest
-// touches later comes from the filesystem then, in one read through it.
-const DefaultTrimAfter = 30 * time.Second
+// of free memory first (BENCHMARKS.md, session 17); sandboxes started at a
+// burst's pace hold it until their trim, hence a short delay: a guest's
+// first command has run by then. A page the guest touches later comes
+// from the filesystem, in one read.
+const DefaultTrimAfter = 10 * time.Second
 
 // trimLater drops, once v has run for the driver's trim delay, the clean
 // page cache of v's RAM file that no process maps. It does nothing if v

@@ -105,6 +105,7 @@ type Driver struct {
 	// merge: QEMU's own memory is open to same-page merging (ksm.go).
 	merge    bool
 	mergeWhy string
+	ksmTune  sync.WaitGroup // the scan rate's tuner, if this driver started ksmd
 }
 
 var _ vmm.Driver = (*Driver)(nil)
@@ -752,6 +753,7 @@ func (d *Driver) Close() error {
 	d.stop()
 	d.fills.Wait()
 	d.logs.Wait()
+	d.ksmTune.Wait()
 	d.endAllParked()
 	d.reaps.Wait()
 	d.mu.Lock()
