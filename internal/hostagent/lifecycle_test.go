@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pandastack/pandastack"
 	"github.com/pandastack/pandastack/internal/hostapi"
@@ -260,4 +261,37 @@ func TestEveryStartedVMIsSettledAfterItsAgentAnswers(t *testing.T) {
 		t.Fatalf("wake: %v", err)
 	}
 	want("wake", sbx.ID, 1)
+}
+
+// A sandbox whose VM is gone after a restart and whose TTL ran out ended by
+// expiring (the host went down while it expired, say), not by failing.
+func TestRestartEndsAGoneExpiredVMAsExpired(t *testing.T) {
+	t.Parallel()
+	h := newTestHost(t)
+	ctx := context.Background()
+	short := h.create(pandastack.CreateRequest{TTL: time.Hour})
+	h.stop()
+	h.drv.VM(short.ID).Crash()
+	// Its record says it expired a second ago.
+	recs, err := h.a.state.List()
+	rec, ok := recs[short.ID]
+	if err != nil || !ok {
+		t.Fatalf("host record: %v %v", ok, err)
+	}
+	rec.Machine.ExpiresAt = time.Now().Add(-time.Second)
+	if err := h.a.state.Put(rec); err != nil {
+		t.Fatal(err)
+	}
+	a := New(h.cfg)
+	if err := a.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Close(context.Background(), false) })
+	inv, err := a.Inventory(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(inv.Ended) != 1 || inv.Ended[0].ID != short.ID || inv.Ended[0].State != pandastack.StateExpired {
+		t.Fatalf("ended during the restart: %+v", inv.Ended)
+	}
 }

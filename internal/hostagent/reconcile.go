@@ -43,7 +43,7 @@ func (a *Agent) reconcile(ctx context.Context) error {
 		v, rerr := a.cfg.Driver.Recover(ctx, id)
 		if errors.Is(rerr, vmm.ErrGone) {
 			if owned {
-				inv.Ended = append(inv.Ended, a.lost(rec, pandastack.StateFailed, "the VM was gone after a host restart"))
+				inv.Ended = append(inv.Ended, a.gone(rec))
 			}
 			continue
 		}
@@ -87,10 +87,20 @@ func (a *Agent) reconcile(ctx context.Context) error {
 			inv.Machines = append(inv.Machines, m)
 			continue
 		}
-		inv.Ended = append(inv.Ended, a.lost(rec, pandastack.StateFailed, "the VM was gone after a host restart"))
+		inv.Ended = append(inv.Ended, a.gone(rec))
 	}
 	a.inv = inv
 	return nil
+}
+
+// gone ends machine rec whose VM was not there after a restart: expired if
+// its deadline had passed (the host was down, or went down while ending
+// it), failed otherwise.
+func (a *Agent) gone(rec hostapi.Machine) hostapi.Machine {
+	if expired(rec, time.Now()) {
+		return a.lost(rec, pandastack.StateExpired, "ttl expired while the host was down")
+	}
+	return a.lost(rec, pandastack.StateFailed, "the VM was gone after a host restart")
 }
 
 // reattach opens a new agent session with a running VM and holds it as
