@@ -28,6 +28,11 @@ type Options struct {
 	// sparse: it takes host disk only as it fills.
 	Size   int64
 	Logger *slog.Logger
+	// LoopDirectIO makes a loop device Open mounts read and write the
+	// image with direct I/O (loopDirectIO): more VMs fit in the host's
+	// memory, at the price of forks, hibernations and read-aheads that go
+	// to the disk instead of the image's cache (BENCHMARKS.md, session 17).
+	LoopDirectIO bool
 }
 
 // FS is a directory on a filesystem that can reflink.
@@ -76,8 +81,10 @@ func Open(ctx context.Context, dir string, opt Options) (*FS, error) {
 		return nil, fmt.Errorf("cowfs: mount %s on %s: %v: %s", img, dir, err, strings.TrimSpace(string(out)))
 	}
 	_ = os.Chmod(dir, 0o711)
-	if err := loopDirectIO(dir); err != nil {
-		log.Warn("copy-on-write filesystem: loop device without direct I/O: VM files are cached twice", "err", err)
+	if opt.LoopDirectIO {
+		if err := loopDirectIO(dir); err != nil {
+			log.Warn("copy-on-write filesystem: loop device without direct I/O", "err", err)
+		}
 	}
 	if !Supported(dir) {
 		Unmount(dir)
@@ -308,9 +315,12 @@ func Unmount(dir string) error {
 // loopDirectIO makes the loop device mounted on dir read and write its
 // image with direct I/O. Through the host's page cache, every page of a
 // VM's files lives twice: in the cache of the file on XFS, and again in the
-// cache of the image under it when it is read or written back (1.2-5 GiB
-// at 150-200 idle sandboxes, guest RAM written back). The XFS side caches
-// what the VMs use; the image's copy is what gives way.
+// cache of the image under it when it is read or written back (1.5-5 GiB
+// at 150-200 idle sandboxes). The XFS side caches what the VMs use; the
+// image's copy is what gives way. But the image's cache is also the only
+// cache shared between clones of one file (each clone has a page cache of
+// its own): without it, every read-ahead of a template's RAM, and every
+// flush a fork or a hibernation waits for, goes to the disk.
 func loopDirectIO(dir string) error {
 	dev := mountSource(dir)
 	if !strings.HasPrefix(dev, "/dev/loop") {

@@ -17,14 +17,17 @@ import (
 
 // open mounts a small XFS image in a temporary directory (the host's /tmp
 // is ext4, which cannot reflink), and unmounts it at the end.
-func open(t *testing.T) *cowfs.FS {
+func open(t *testing.T) *cowfs.FS { return openWith(t, cowfs.Options{}) }
+
+func openWith(t *testing.T, opt cowfs.Options) *cowfs.FS {
 	t.Helper()
 	if os.Getuid() != 0 {
 		t.Skip("cowfs tests need root to mount an XFS image (CI runs them as root)")
 	}
 	base := t.TempDir()
 	dir := filepath.Join(base, "cow")
-	fs, err := cowfs.Open(context.Background(), dir, cowfs.Options{Size: 1 << 30})
+	opt.Size = 1 << 30
+	fs, err := cowfs.Open(context.Background(), dir, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,20 +47,8 @@ func TestOpenMountsReflinkFilesystemOnce(t *testing.T) {
 	if fs.Image() == "" {
 		t.Fatal("expected a loop-mounted image on a non-reflink host filesystem")
 	}
-	// The loop device reads and writes the image around the host's cache:
-	// the files on it are cached once, by the filesystem on it.
-	loops, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
-	found := false
-	for _, b := range loops {
-		if back, _ := os.ReadFile(b); strings.TrimSpace(string(back)) == fs.Image() {
-			found = true
-			if dio, _ := os.ReadFile(filepath.Join(filepath.Dir(b), "dio")); strings.TrimSpace(string(dio)) != "1" {
-				t.Fatalf("%s: direct I/O %q, want 1", b, dio)
-			}
-		}
-	}
-	if !found {
-		t.Fatalf("no loop device backs %s", fs.Image())
+	if got := loopDIO(t, fs.Image()); got != "0" {
+		t.Fatalf("loop device direct I/O %q by default, want 0", got)
 	}
 	// Opening again finds it mounted and reuses it.
 	again, err := cowfs.Open(context.Background(), fs.Dir(), cowfs.Options{})
@@ -67,6 +58,29 @@ func TestOpenMountsReflinkFilesystemOnce(t *testing.T) {
 	if again.Dir() != fs.Dir() {
 		t.Fatalf("reopened at %s, want %s", again.Dir(), fs.Dir())
 	}
+}
+
+// With LoopDirectIO the loop device reads and writes the image around the
+// host's cache: the files on it are cached once, by the filesystem on it.
+func TestLoopDirectIO(t *testing.T) {
+	fs := openWith(t, cowfs.Options{LoopDirectIO: true})
+	if got := loopDIO(t, fs.Image()); got != "1" {
+		t.Fatalf("loop device direct I/O %q, want 1", got)
+	}
+}
+
+// loopDIO is the dio setting of the loop device backed by image.
+func loopDIO(t *testing.T, image string) string {
+	t.Helper()
+	loops, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	for _, b := range loops {
+		if back, _ := os.ReadFile(b); strings.TrimSpace(string(back)) == image {
+			dio, _ := os.ReadFile(filepath.Join(filepath.Dir(b), "dio"))
+			return strings.TrimSpace(string(dio))
+		}
+	}
+	t.Fatalf("no loop device backs %s", image)
+	return ""
 }
 
 func TestCloneIsIndependentCopy(t *testing.T) {

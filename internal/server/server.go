@@ -301,7 +301,8 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	// Every VM file (templates, running VMs, snapshots, hibernated
 	// sandboxes) lives on one copy-on-write filesystem: they are copied
 	// by reflink.
-	cow, err := cowfs.Open(ctx, filepath.Join(cfg.DataDir, "cow"), cowfs.Options{Size: cfg.StorageSize, Logger: log})
+	cow, err := cowfs.Open(ctx, filepath.Join(cfg.DataDir, "cow"), cowfs.Options{Size: cfg.StorageSize, Logger: log,
+		LoopDirectIO: os.Getenv("PANDASTACK_LOOP_DIRECT_IO") == "on"})
 	if err != nil {
 		return nil, fmt.Errorf("open vm storage: %w", err)
 	}
