@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pandastack/pandastack/internal/templates"
 	sdk "github.com/pandastack/pandastack/sdk/go"
 )
 
@@ -37,6 +38,13 @@ func TestTemplateBaseToolchains(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Fatalf("toolchain versions %q lack %q", out, want)
 		}
+	}
+	// `node` is the pinned official release, with Node's startup snapshot
+	// (Debian's nodejs has none: BENCHMARKS.md, Session 18), and npm runs
+	// on it.
+	out = sh(t, sb, `node -p 'process.version + " " + process.config.variables.node_use_node_snapshot' && npm --version && command -v node`, 120)
+	if want := "v" + templates.Node.Version + " true\n"; !strings.HasPrefix(out, want) || !strings.HasSuffix(out, templates.NodePath+"\n") {
+		t.Fatalf("node and npm: %q, want it to start %q and end with %s", out, want, templates.NodePath)
 	}
 	prog := `package main
 

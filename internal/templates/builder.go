@@ -207,6 +207,14 @@ func (b *Builder) BuildDef(ctx context.Context, def Def, progress io.Writer) (pa
 	step(3, "disk image")
 	extra := map[string]string{"/usr/sbin/pandastack-guest": b.cfg.AgentPath}
 	keyParts := []string{"image", def.Rootfs.Key(), bt.AgentHash, fmt.Sprint(def.DiskMiB)}
+	if wantsNode(def) {
+		node, err := b.nodeBinary(ctx, progress)
+		if err != nil {
+			return pandastack.Template{}, fmt.Errorf("fetch Node.js %s: %w", Node.Version, err)
+		}
+		extra[NodePath] = node
+		keyParts = append(keyParts, "node", Node.Version, Node.Integrity)
+	}
 	if len(def.Files) > 0 {
 		fk, err := b.stageFiles(def.Files, extra)
 		if err != nil {

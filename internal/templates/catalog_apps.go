@@ -93,7 +93,10 @@ func init() {
 		// In a build VM: npm install scripts are code from the registry.
 		Steps: []string{
 			"npm install -g --no-audit --no-fund playwright-core@" + playwrightCoreVersion,
-			// Debian's node looks for global modules in /usr/share/nodejs.
+			// Node looks for global modules in PREFIX/lib/node (the
+			// official build at /usr/local/bin/node: /usr/local/lib/node;
+			// Debian's own node: /usr/share/nodejs).
+			"mkdir -p /usr/local/lib/node && ln -sfn /usr/local/lib/node_modules/playwright-core /usr/local/lib/node/playwright-core",
 			"ln -sfn /usr/local/lib/node_modules/playwright-core /usr/share/nodejs/playwright-core",
 		},
 		CPUs: 1, MemoryMiB: 2048,
