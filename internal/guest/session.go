@@ -122,6 +122,10 @@ func (a *agent) serveDevice(ctx context.Context, path string) error {
 	}
 	defer port.Close()
 	pw := &portWriter{w: port}
+	var hw *hostWait
+	if isDevice {
+		hw = newHostWait(port)
+	}
 	var cur *session
 	buf := make([]byte, 64<<10)
 	for {
@@ -142,9 +146,10 @@ func (a *agent) serveDevice(ctx context.Context, path string) error {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
 				log.Printf("read port: %v", err)
 			}
-			time.Sleep(2 * time.Millisecond) // host not connected: poll for it
+			hw.wait() // no host connected: wait for one
 			continue
 		}
+		hw.connected()
 		switch typ {
 		case guestproto.FrameHello:
 			if cur != nil {
