@@ -20,18 +20,23 @@ import (
 
 // benchResult is what `pandastack bench --json` prints.
 type benchResult struct {
-	Template         string  `json:"template"`
-	Accel            string  `json:"accel"`
-	Machine          string  `json:"machine"`
-	Date             string  `json:"date"`
-	Creates          int     `json:"creates"`
-	CreateP50        float64 `json:"create_p50_ms"`
-	CreateP99        float64 `json:"create_p99_ms"`
-	CreateExecP50    float64 `json:"create_exec_p50_ms"`
-	CreateExecP99    float64 `json:"create_exec_p99_ms"`
-	ExecP50          float64 `json:"exec_p50_ms"`
-	ExecP99          float64 `json:"exec_p99_ms"`
-	AgentPingP50     float64 `json:"agent_ping_p50_ms"`
+	Template      string  `json:"template"`
+	Accel         string  `json:"accel"`
+	Machine       string  `json:"machine"`
+	Date          string  `json:"date"`
+	Creates       int     `json:"creates"`
+	CreateP50     float64 `json:"create_p50_ms"`
+	CreateP99     float64 `json:"create_p99_ms"`
+	CreateExecP50 float64 `json:"create_exec_p50_ms"`
+	CreateExecP99 float64 `json:"create_exec_p99_ms"`
+	ExecP50       float64 `json:"exec_p50_ms"`
+	ExecP99       float64 `json:"exec_p99_ms"`
+	AgentPingP50  float64 `json:"agent_ping_p50_ms"`
+	// A runtime's start in a running sandbox: `python3 -c 0` and
+	// `node -e 0` run through the agent, exec included (0: the template
+	// lacks it).
+	PythonStartP50   float64 `json:"python_start_p50_ms"`
+	NodeStartP50     float64 `json:"node_start_p50_ms"`
 	Parallel20       float64 `json:"parallel20_ms"`
 	ColdBoot         float64 `json:"cold_boot_ms"`
 	CreateColdRatio  float64 `json:"create_cold_ratio"`
@@ -180,6 +185,7 @@ func runBench(ctx context.Context, s *streams, args []string) (code int) {
 		{"create + first exec(true) (p50 / p99)", fmt.Sprintf("%.1f / %.1f ms", res.CreateExecP50, res.CreateExecP99)},
 		{"warm exec(true) (p50 / p99)", fmt.Sprintf("%.1f / %.1f ms", res.ExecP50, res.ExecP99)},
 		{"guest agent round trip (p50)", fmt.Sprintf("%.2f ms", res.AgentPingP50)},
+		{"python3 -c 0 / node -e 0 (p50)", fmt.Sprintf("%.0f / %.0f ms", res.PythonStartP50, res.NodeStartP50)},
 		{"HTTP GET through the port proxy (p50)", fmt.Sprintf("%.1f ms", res.ProxyHTTPP50)},
 		{"HTTP GETs through the port proxy (wrk)", fmt.Sprintf("%.0f requests/s", res.ProxyRPS)},
 		{"hibernate (p50 of 5)", fmt.Sprintf("%.0f ms", res.Hibernate)},
@@ -312,6 +318,11 @@ func bench(ctx context.Context, c *sdk.Client, key, tpl string, n, colds int, cr
 	progress("measuring the spawn floor (/bin/true inside the guest)...")
 	if res.SpawnFloor, err = spawnFloor(ctx, sb); err != nil {
 		return nil, fmt.Errorf("spawn floor: %w", err)
+	}
+
+	progress("measuring runtime starts (python3 -c 0, node -e 0)...")
+	if res.PythonStartP50, res.NodeStartP50, err = runtimeStarts(ctx, sb, 10); err != nil {
+		return nil, fmt.Errorf("runtime starts: %w", err)
 	}
 
 	progress("measuring HTTP through the sandbox port proxy...")
@@ -554,4 +565,34 @@ func benchForkDirty(ctx context.Context, sb *sdk.Sandbox, n int) (float64, error
 		_ = sb.Signal(ctx, pid, "KILL")
 	}
 	return pct(ms, 50), nil
+}
+
+// runtimeStarts times n runs each of `python3 -c 0` and `node -e 0` in
+// sb, taken in turn, and gives their p50s; a runtime the template lacks
+// (exit 127) is 0.
+func runtimeStarts(ctx context.Context, sb *sdk.Sandbox, n int) (python, node float64, err error) {
+	cmds := []string{"python3 -c 0", "node -e 0"}
+	times := make([][]float64, len(cmds))
+	missing := make([]bool, len(cmds))
+	for range n {
+		for i, cmd := range cmds {
+			if missing[i] {
+				continue
+			}
+			t0 := time.Now()
+			r, err := sb.Exec(ctx, cmd, sdk.ExecOptions{TimeoutSeconds: 120})
+			if err != nil {
+				return 0, 0, fmt.Errorf("%s: %w", cmd, err)
+			}
+			switch r.ExitCode {
+			case 0:
+				times[i] = append(times[i], msOf(time.Since(t0)))
+			case 127:
+				missing[i] = true
+			default:
+				return 0, 0, fmt.Errorf("%s: exit %d: %s", cmd, r.ExitCode, r.Stderr)
+			}
+		}
+	}
+	return pct(times[0], 50), pct(times[1], 50), nil
 }

@@ -29,7 +29,7 @@ func TestBench(t *testing.T) {
 		t.Errorf("bench says accel %v, the server runs %q", res["accel"], h.Accel)
 	}
 	for _, k := range []string{"create_p50_ms", "create_p99_ms", "create_exec_p50_ms", "exec_p50_ms",
-		"agent_ping_p50_ms", "parallel20_ms", "cold_boot_ms", "create_cold_ratio", "proxy_http_p50_ms",
+		"agent_ping_p50_ms", "python_start_p50_ms", "node_start_p50_ms", "parallel20_ms", "cold_boot_ms", "create_cold_ratio", "proxy_http_p50_ms",
 		"proxy_rps", "hibernate_ms", "wake_p50_ms", "fork_p50_ms", "fork_dirty200_p50_ms",
 		"restore_floor_ms", "parallel20_floor_ms", "spawn_floor_ms", "create_floor_ratio", "create_exec_floor_ratio",
 		"exec_floor_ratio", "parallel20_floor_ratio", "wake_floor_ratio", "fork_floor_ratio",
