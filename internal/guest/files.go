@@ -97,7 +97,7 @@ func writeFile(c *guestproto.Conn, req guestproto.Request) error {
 	if mode == 0 {
 		mode = 0o644
 	}
-	tmp, err := os.CreateTemp(dir, ".pandastack-upload-*")
+	tmp, err := os.CreateTemp(dir, uploadPrefix+"*")
 	if err != nil {
 		return err
 	}

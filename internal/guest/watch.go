@@ -37,9 +37,17 @@ type watcher struct {
 }
 
 type move struct {
-	path  string
-	isDir bool
+	path   string
+	isDir  bool
+	upload bool // the temporary file of an upload (uploadPrefix)
 }
+
+// uploadPrefix names the temporary file an upload writes before it
+// renames it into place (files.go). A watch does not show it: the upload
+// shows as its file created and written, when it is in place.
+const uploadPrefix = ".pandastack-upload-"
+
+func isUpload(name string) bool { return strings.HasPrefix(name, uploadPrefix) }
 
 // moveWait is how long a move out waits for its move in before it counts
 // as a removal (the file left the tree).
@@ -143,6 +151,9 @@ func (w *watcher) addTree(rel string, emit func(guestproto.WatchEvent)) {
 		return
 	}
 	for _, e := range ents {
+		if isUpload(e.Name()) {
+			continue
+		}
 		p := filepath.Join(rel, e.Name())
 		if emit != nil {
 			emit(guestproto.WatchEvent{Type: "create", Path: p, IsDir: e.IsDir()})
@@ -198,6 +209,14 @@ func (w *watcher) parse(b []byte) (out []guestproto.WatchEvent, gone bool) {
 		}
 		p := filepath.Join(dir, name)
 		isDir := mask&unix.IN_ISDIR != 0
+		if isUpload(name) && !isDir {
+			// An upload's own file: only its move into place counts.
+			if mask&unix.IN_MOVED_FROM != 0 {
+				w.from[raw.Cookie] = move{path: p, upload: true}
+				w.fromOrder = append(w.fromOrder, raw.Cookie)
+			}
+			continue
+		}
 		switch {
 		case mask&unix.IN_CREATE != 0:
 			emit(guestproto.WatchEvent{Type: "create", Path: p, IsDir: isDir})
@@ -211,10 +230,14 @@ func (w *watcher) parse(b []byte) (out []guestproto.WatchEvent, gone bool) {
 		case mask&unix.IN_ATTRIB != 0:
 			emit(guestproto.WatchEvent{Type: "chmod", Path: p, IsDir: isDir})
 		case mask&unix.IN_MOVED_FROM != 0:
-			w.from[raw.Cookie] = move{p, isDir}
+			w.from[raw.Cookie] = move{path: p, isDir: isDir}
 			w.fromOrder = append(w.fromOrder, raw.Cookie)
 		case mask&unix.IN_MOVED_TO != 0:
-			if m, ok := w.from[raw.Cookie]; ok {
+			if m, ok := w.from[raw.Cookie]; ok && m.upload {
+				delete(w.from, raw.Cookie)
+				emit(guestproto.WatchEvent{Type: "create", Path: p})
+				emit(guestproto.WatchEvent{Type: "write", Path: p})
+			} else if ok {
 				delete(w.from, raw.Cookie)
 				emit(guestproto.WatchEvent{Type: "rename", Path: p, From: m.path, IsDir: isDir})
 				if isDir {
@@ -239,7 +262,7 @@ func (w *watcher) parse(b []byte) (out []guestproto.WatchEvent, gone bool) {
 func (w *watcher) flushMoves() []guestproto.WatchEvent {
 	var out []guestproto.WatchEvent
 	for _, ck := range w.fromOrder {
-		if m, ok := w.from[ck]; ok {
+		if m, ok := w.from[ck]; ok && !m.upload {
 			out = append(out, guestproto.WatchEvent{Type: "remove", Path: m.path, IsDir: m.isDir})
 			if m.isDir {
 				w.forget(m.path)
