@@ -1,5 +1,20 @@
 package qemu
 
+import (
+	"context"
+
+	"github.com/pandastack/pandastack/internal/vmm"
+)
+
+// RunState is v's QEMU run state, as query-status says it (for tests).
+func RunState(ctx context.Context, v vmm.VM) (string, error) {
+	var st struct {
+		Status string `json:"status"`
+	}
+	err := v.(*vm).q.run(ctx, "query-status", nil, &st)
+	return st.Status, err
+}
+
 // PoolReady is how many processes wait ready in the pool for snapshot key
 // (for tests).
 func (d *Driver) PoolReady(key string) int {

@@ -482,6 +482,10 @@ func TestSnapshotRestoresOntoItsOwnMachine(t *testing.T) {
 	if err := v.SaveState(ctx, filepath.Join(dir, vmm.StateFile)); err != nil {
 		t.Fatal(err)
 	}
+	// Saved means QEMU takes a cont again (Checkpoint's resume).
+	if st := runState(t, v); st != "postmigrate" {
+		t.Fatalf("after SaveState the run state is %q, want postmigrate", st)
+	}
 	if err := v.Kill(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -504,4 +508,14 @@ func hasMachine(t *testing.T, v vmm.VM, m vmm.Machine) {
 	if noPIT := strings.Contains(string(b), "pit=off"); noPIT != m.NoPIT {
 		t.Fatalf("QEMU runs with pit=off %v; the machine says NoPIT %v", noPIT, m.NoPIT)
 	}
+}
+
+// runState is v's QEMU run state.
+func runState(t *testing.T, v vmm.VM) string {
+	t.Helper()
+	st, err := qemu.RunState(context.Background(), v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }

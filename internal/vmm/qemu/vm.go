@@ -303,9 +303,33 @@ func (v *vm) SaveState(ctx context.Context, path string) error {
 			// Not fsynced: the guest is paused, and on a loop-mounted
 			// image a flush writes back all the image has dirty. Callers
 			// that keep the state make it durable once the VM runs on.
-			return nil
+			return v.awaitPostMigrate(ctx)
 		case "failed", "cancelled":
 			return fmt.Errorf("save state: migration %s: %s", st.Status, st.ErrorDesc)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// awaitPostMigrate waits for QEMU's run state to leave finish-migrate.
+// query-migrate says completed as soon as the migration thread has set
+// it, before that thread takes the lock to move the run state on to
+// postmigrate; a cont in between fails with "Migration is not finalized
+// yet" (a snapshot of an app's build machine failed so under load).
+func (v *vm) awaitPostMigrate(ctx context.Context) error {
+	for {
+		var st struct {
+			Status string `json:"status"`
+		}
+		if err := v.q.run(ctx, "query-status", nil, &st); err != nil {
+			return err
+		}
+		if st.Status != "finish-migrate" {
+			return nil
 		}
 		select {
 		case <-ctx.Done():
