@@ -16,11 +16,17 @@ import (
 // re-attached them. Linux's virtio_console instead signals a host's
 // connect (and disconnect) with SIGIO to a port opened O_ASYNC; the
 // agent asks for that only while no host is there, since the driver also
-// signals every buffer of data that arrives.
+// signals every buffer of data that arrives, and only after a short
+// spell of the old polling, so a host that comes back at once costs no
+// signal.
 type hostWait struct {
 	port  syscall.Conn
 	sigio chan os.Signal
 	armed bool
+	// spins is how many 2 ms polls are left before the wait turns to
+	// SIGIO: a host that comes back at once (a restore, a wake, a
+	// reconnect) is found as fast as before, with no signal to handle.
+	spins int
 	// max bounds a wait, should a signal be missed (its cost: one read a
 	// second while no host is connected).
 	max time.Duration
@@ -31,15 +37,23 @@ func newHostWait(port any) *hostWait {
 	if !ok {
 		return nil
 	}
-	return &hostWait{port: c, max: time.Second}
+	return &hostWait{port: c, max: time.Second, spins: hostSpins}
 }
 
-// wait is called when a read found no host. The first call after a
-// session asks the driver for SIGIO and returns at once (a host may have
-// connected before it asked: the caller reads again); later calls block
-// until a signal or max. Without O_ASYNC it sleeps 2 ms, as before.
+// hostSpins is the 2 ms polls of a disconnect before its wait turns to
+// SIGIO (~0.2 s).
+const hostSpins = 100
+
+// wait is called when a read found no host. For the first spins calls
+// of a disconnect it sleeps 2 ms, as the agent always did; then it asks
+// the driver for SIGIO and returns at once (a host may have connected
+// before it asked: the caller reads again); later calls block until a
+// signal or max. Without O_ASYNC it always sleeps 2 ms.
 func (h *hostWait) wait() {
-	if h == nil {
+	if h == nil || h.spins > 0 {
+		if h != nil {
+			h.spins--
+		}
 		time.Sleep(2 * time.Millisecond)
 		return
 	}
@@ -65,7 +79,11 @@ func (h *hostWait) wait() {
 
 // connected is called when a frame arrived: no more signals per buffer.
 func (h *hostWait) connected() {
-	if h == nil || !h.armed {
+	if h == nil {
+		return
+	}
+	h.spins = hostSpins
+	if !h.armed {
 		return
 	}
 	h.armed = false

@@ -19,6 +19,12 @@ func TestHostWaitEndsOnSIGIO(t *testing.T) {
 	defer w.Close()
 	h := newHostWait(r)
 	h.max = time.Minute
+	for range hostSpins {
+		h.wait() // the first polls of a disconnect: 2 ms sleeps
+	}
+	if h.armed {
+		t.Fatal("SIGIO asked for during the first polls")
+	}
 	t0 := time.Now()
 	h.wait() // arms: returns at once
 	if !h.armed {
@@ -38,6 +44,9 @@ func TestHostWaitEndsOnSIGIO(t *testing.T) {
 	h.connected()
 	if fl := flags(t, r); fl&unix.O_ASYNC != 0 || h.armed {
 		t.Fatalf("after a frame the port still signals (flags %#x)", fl)
+	}
+	if h.spins != hostSpins {
+		t.Fatalf("after a frame %d polls are left before SIGIO, want %d", h.spins, hostSpins)
 	}
 }
 
