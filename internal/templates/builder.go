@@ -208,11 +208,6 @@ func (b *Builder) BuildDef(ctx context.Context, def Def, progress io.Writer) (pa
 	extra := map[string]string{"/usr/sbin/pandastack-guest": b.cfg.AgentPath}
 	keyParts := []string{"image", def.Rootfs.Key(), bt.AgentHash, fmt.Sprint(def.DiskMiB)}
 	if wantsNode(def) {
-		node, err := b.nodeBinary(ctx, progress)
-		if err != nil {
-			return pandastack.Template{}, fmt.Errorf("fetch Node.js %s: %w", Node.Version, err)
-		}
-		extra[NodePath] = node
 		keyParts = append(keyParts, "node", Node.Version, Node.Integrity)
 	}
 	if len(def.Files) > 0 {
@@ -227,6 +222,14 @@ func (b *Builder) BuildDef(ctx context.Context, def Def, progress io.Writer) (pa
 	if _, err := os.Stat(img); err != nil {
 		if err := os.MkdirAll(filepath.Dir(img), 0o755); err != nil {
 			return pandastack.Template{}, err
+		}
+		if wantsNode(def) {
+			// Only here: a cached image needs the pin, not the binary.
+			node, err := b.nodeBinary(ctx, progress)
+			if err != nil {
+				return pandastack.Template{}, fmt.Errorf("fetch Node.js %s: %w", Node.Version, err)
+			}
+			extra[NodePath] = node
 		}
 		if _, err := guestimage.WriteExt4(ctx, img, rootfs, extra, def.DiskMiB); err != nil {
 			return pandastack.Template{}, fmt.Errorf("write disk image: %w", err)

@@ -7,13 +7,7 @@ import (
 )
 
 // RunState is v's QEMU run state, as query-status says it (for tests).
-func RunState(ctx context.Context, v vmm.VM) (string, error) {
-	var st struct {
-		Status string `json:"status"`
-	}
-	err := v.(*vm).q.run(ctx, "query-status", nil, &st)
-	return st.Status, err
-}
+func RunState(ctx context.Context, v vmm.VM) (string, error) { return v.(*vm).runState(ctx) }
 
 // PoolReady is how many processes wait ready in the pool for snapshot key
 // (for tests).

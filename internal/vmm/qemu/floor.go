@@ -170,13 +170,11 @@ func (d *Driver) bareRestore(ctx context.Context, snap vmm.Snapshot, id string, 
 		return v, done(), nil
 	}
 	for {
-		var st struct {
-			Status string `json:"status"`
-		}
-		if err := v.q.run(ctx, "query-status", nil, &st); err != nil {
+		st, err := v.runState(ctx)
+		if err != nil {
 			return v, vmm.RestoreTime{}, err
 		}
-		if st.Status == "running" {
+		if st == "running" {
 			return v, done(), nil
 		}
 		select {

@@ -676,10 +676,7 @@ func (d *Driver) Recover(ctx context.Context, id string) (vmm.VM, error) {
 	if v.q, err = dialQMP(ctx, filepath.Join(dir, qmpSock), v.exited); err != nil {
 		return gone()
 	}
-	var st struct {
-		Status string `json:"status"`
-	}
-	if err := v.q.run(ctx, "query-status", nil, &st); err != nil || st.Status != "running" {
+	if st, err := v.runState(ctx); err != nil || st != "running" {
 		v.q.close()
 		return gone()
 	}

@@ -322,13 +322,11 @@ func (v *vm) SaveState(ctx context.Context, path string) error {
 // yet" (a snapshot of an app's build machine failed so under load).
 func (v *vm) awaitPostMigrate(ctx context.Context) error {
 	for {
-		var st struct {
-			Status string `json:"status"`
-		}
-		if err := v.q.run(ctx, "query-status", nil, &st); err != nil {
+		st, err := v.runState(ctx)
+		if err != nil {
 			return err
 		}
-		if st.Status != "finish-migrate" {
+		if st != "finish-migrate" {
 			return nil
 		}
 		select {
@@ -337,6 +335,16 @@ func (v *vm) awaitPostMigrate(ctx context.Context) error {
 		case <-time.After(time.Millisecond):
 		}
 	}
+}
+
+// runState is QEMU's run state, as query-status says it (running,
+// inmigrate, finish-migrate, postmigrate, paused, ...).
+func (v *vm) runState(ctx context.Context) (string, error) {
+	var st struct {
+		Status string `json:"status"`
+	}
+	err := v.q.run(ctx, "query-status", nil, &st)
+	return st.Status, err
 }
 
 // slotFile is the file in volume slot i, and whether it holds a volume
@@ -443,13 +451,11 @@ func (v *vm) waitIncoming(ctx context.Context) error {
 				return fmt.Errorf("incoming migration %s", d.Status)
 			}
 		case <-poll.C: // in case an event was missed
-			var st struct {
-				Status string `json:"status"`
-			}
-			if err := v.q.run(ctx, "query-status", nil, &st); err != nil {
+			st, err := v.runState(ctx)
+			if err != nil {
 				return err
 			}
-			if st.Status != "inmigrate" {
+			if st != "inmigrate" {
 				return nil
 			}
 		case <-v.exited:
