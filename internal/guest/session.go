@@ -122,10 +122,7 @@ func (a *agent) serveDevice(ctx context.Context, path string) error {
 	}
 	defer port.Close()
 	pw := &portWriter{w: port}
-	var hw *hostWait
-	if isDevice {
-		hw = newHostWait(port)
-	}
+	hw := newHostWait()
 	var cur *session
 	buf := make([]byte, 64<<10)
 	for {
