@@ -56,6 +56,18 @@ type functionsBenchResult struct {
 	FnParallel20Floor     float64 `json:"fn_parallel20_floor_ms"`
 	PythonFreshRestoreRat float64 `json:"fn_python_fresh_restore_floor_ratio"`
 	Parallel20FloorRatio  float64 `json:"fn_parallel20_floor_ratio"`
+	// The same restores timed until the guest's agent answered a hello:
+	// from the moment a prepared process was handed the snapshot (what an
+	// invocation's restore is), p50; and 20 at once until the last
+	// answered (the Python hello's snapshot; the Node hello's one by one
+	// too). A fresh invocation needs at least that one answer from its
+	// guest; the ratios say what the call itself adds.
+	FnAnswerFloorP50          float64 `json:"fn_answer_floor_ms"`
+	FnNodeAnswerFloorP50      float64 `json:"fn_node_answer_floor_ms"`
+	FnParallel20AnswerFloor   float64 `json:"fn_parallel20_answer_floor_ms"`
+	PythonFreshAnswerRatio    float64 `json:"fn_python_fresh_answer_floor_ratio"`
+	NodeFreshAnswerRatio      float64 `json:"fn_node_fresh_answer_floor_ratio"`
+	Parallel20AnswerFloorRate float64 `json:"fn_parallel20_answer_floor_ratio"`
 	// Warm invocations (isolation warm, after a first call).
 	WarmP50 float64 `json:"fn_warm_p50_ms"`
 	WarmP99 float64 `json:"fn_warm_p99_ms"`
@@ -175,6 +187,16 @@ func benchFunctions(ctx context.Context, c *sdk.Client, n, cronRuns int, progres
 		res.FnRestoreFloorP50, res.FnParallel20Floor = f.RestoreP50Ms, f.ParallelMs
 		res.PythonFreshRestoreRat = ratio(res.PythonFreshP50, res.FnRestoreFloorP50)
 	}
+	if f, err := c.BenchFunctionAnswerFloor(ctx, names["python"], 5, 20); err != nil {
+		progress("no function answer floor: %v", err)
+	} else {
+		res.FnAnswerFloorP50, res.FnParallel20AnswerFloor = f.LoadP50Ms, f.ParallelMs
+		res.PythonFreshAnswerRatio = ratio(res.PythonFreshP50, res.FnAnswerFloorP50)
+	}
+	if f, err := c.BenchFunctionAnswerFloor(ctx, names["node"], 5, 0); err == nil {
+		res.FnNodeAnswerFloorP50 = f.LoadP50Ms
+		res.NodeFreshAnswerRatio = ratio(res.NodeFreshP50, res.FnNodeAnswerFloorP50)
+	}
 	progress("20 fresh invocations at once")
 	t0 := time.Now()
 	var wg sync.WaitGroup
@@ -191,6 +213,7 @@ func benchFunctions(ctx context.Context, c *sdk.Client, n, cronRuns int, progres
 	wg.Wait()
 	res.Parallel20Ms = ms(time.Since(t0))
 	res.Parallel20FloorRatio = ratio(res.Parallel20Ms, res.FnParallel20Floor)
+	res.Parallel20AnswerFloorRate = ratio(res.Parallel20Ms, res.FnParallel20AnswerFloor)
 	close(errs)
 	// Failures are counted, not fatal: on a loaded shared machine a burst
 	// can starve a VM past its ready timeout, and the run's other figures

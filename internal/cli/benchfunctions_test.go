@@ -65,9 +65,13 @@ func benchStandIn(t *testing.T, okInvokes int) (*sdk.Client, func() map[string]i
 		case "POST /v1/admin/bench/floor":
 			var req map[string]any
 			json.NewDecoder(r.Body).Decode(&req)
-			if req["function"] == nil || req["template"] != nil || req["parallel"] != float64(20) {
+			if req["function"] == nil || req["template"] != nil || (req["parallel"] != float64(20) && req["answer"] != true) {
 				w.WriteHeader(400)
 				w.Write([]byte(`{"code":"invalid","message":"want a function's floor with 20 at once"}`))
+				return
+			}
+			if req["answer"] == true {
+				w.Write([]byte(`{"function":"x","accel":"tcg","answer":true,"restore_p50_ms":60,"load_p50_ms":30,"parallel_ms":800}`))
 				return
 			}
 			w.Write([]byte(`{"function":"x","accel":"tcg","restore_p50_ms":50,"restore_ms":[50],"parallel":20,"parallel_ms":1000,"parallel_p50_ms":400}`))
@@ -109,11 +113,16 @@ func TestBenchFunctionsPlumbing(t *testing.T) {
 	if res.FnRestoreFloorP50 != 50 || res.FnParallel20Floor != 1000 || res.PythonFreshRestoreRat != res.PythonFreshP50/50 || res.Parallel20FloorRatio != res.Parallel20Ms/1000 {
 		t.Fatalf("function floors: %+v", res)
 	}
+	// The answer floors: the prepared process's load until answered.
+	if res.FnAnswerFloorP50 != 30 || res.FnNodeAnswerFloorP50 != 30 || res.FnParallel20AnswerFloor != 800 || res.PythonFreshAnswerRatio != res.PythonFreshP50/30 ||
+		res.NodeFreshAnswerRatio != res.NodeFreshP50/30 || res.Parallel20AnswerFloorRate != res.Parallel20Ms/800 {
+		t.Fatalf("function answer floors: %+v", res)
+	}
 	// 4 plain creates (the floor), each killed; 3 deploys and 2×5 more; 4 python + 4
 	// node + 1 + 4 warm + 20 parallel invocations; all removed.
 	n := calls()
 	if n["POST /v1/functions"] != 3+2*benchRedeploys || n["invoke"] != 33 || n["delete function"] != 3 || n["DELETE /v1/schedules/cron_1"] != 1 ||
-		n["POST /v1/sandboxes"] != 4 || n["DELETE /v1/sandboxes/sbx_1"] != 4 || n["POST /v1/admin/bench/floor"] != 1 {
+		n["POST /v1/sandboxes"] != 4 || n["DELETE /v1/sandboxes/sbx_1"] != 4 || n["POST /v1/admin/bench/floor"] != 3 {
 		t.Fatalf("calls: %v", n)
 	}
 }

@@ -9,3 +9,12 @@ import "context"
 func (c *Client) BenchFunctionFloor(ctx context.Context, function string, sequential, parallel int) (*BenchFloor, error) {
 	return c.benchFloor(ctx, map[string]any{"function": function, "sequential": sequential, "parallel": parallel})
 }
+
+// BenchFunctionAnswerFloor is BenchFunctionFloor with each restore timed
+// until the guest's agent answered a hello: the least a fresh invocation
+// needs (the guest must at least answer once, after the reseed every
+// clone gets before any of its code runs). Its LoadP50Ms is a restore
+// into a process prepared ahead, as an invocation's is.
+func (c *Client) BenchFunctionAnswerFloor(ctx context.Context, function string, sequential, parallel int) (*BenchFloor, error) {
+	return c.benchFloor(ctx, map[string]any{"function": function, "sequential": sequential, "parallel": parallel, "answer": true})
+}
