@@ -170,7 +170,20 @@ func freePort() (int, error) {
 }
 
 // startServer runs `pandastack server` on dataDir and waits for /v1/health.
+// The ports it listens on are picked free, then given up for the server
+// to bind: another process can take one in between (seen once: the
+// database router's port), so a start that failed on a port in use is
+// tried again on fresh ports.
 func startServer(dataDir string, extra ...string) (*serverProc, error) {
+	for try := 1; ; try++ {
+		s, err := startServerOnce(dataDir, extra...)
+		if err == nil || try == 3 || !strings.Contains(err.Error(), "address already in use") {
+			return s, err
+		}
+	}
+}
+
+func startServerOnce(dataDir string, extra ...string) (*serverProc, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
