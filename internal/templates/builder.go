@@ -459,6 +459,13 @@ func (b *Builder) ColdBootMs(ctx context.Context, name string) (float64, error) 
 	return rec.ColdBoot, err
 }
 
+// helloAttempt bounds one connection's wait for a cold-booting agent's
+// answer before waitAgent drops it and dials again with a new Hello. A
+// boot under load takes seconds to tens of them; a connection that never
+// got an answer (seen once in CI: a step's VM silent for the whole three
+// minutes, cause unknown) should not be the only one tried.
+var helloAttempt = 30 * time.Second
+
 // waitAgent connects to a cold-booting VM's guest agent, retrying until it
 // answers, the VM exits or ctx ends.
 func waitAgent(ctx context.Context, v vmm.VM) (*guestconn.Client, error) {
@@ -466,7 +473,10 @@ func waitAgent(ctx context.Context, v vmm.VM) (*guestconn.Client, error) {
 		c, err := guestconn.Dial(ctx, v.AgentSocket())
 		if err == nil {
 			var cl *guestconn.Client
-			if cl, _, err = c.Handshake(ctx); err == nil {
+			hctx, cancel := context.WithTimeout(ctx, helloAttempt)
+			cl, _, err = c.Handshake(hctx)
+			cancel()
+			if err == nil {
 				return cl, nil
 			}
 			c.Close()
