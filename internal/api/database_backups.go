@@ -58,6 +58,7 @@ func (s *Server) backupDatabase(w http.ResponseWriter, r *http.Request) error {
 type restoreDatabaseRequest struct {
 	Name       string `json:"name"`
 	TargetTime string `json:"target_time"`
+	SizeMiB    int    `json:"size_mib"`
 }
 
 // restoreDatabase makes a new database from another's backups as it was
@@ -82,7 +83,7 @@ func (s *Server) restoreDatabase(w http.ResponseWriter, r *http.Request) error {
 		return invalid("target_time %q is not an RFC 3339 time (e.g. 2026-11-24T10:30:00Z)", req.TargetTime)
 	}
 	p := caller(r)
-	d, err := b.Restore(r.Context(), p.team.ID, r.PathValue("id"), databases.RestoreParams{Name: req.Name, TargetTime: at})
+	d, err := b.Restore(r.Context(), p.team.ID, r.PathValue("id"), databases.RestoreParams{Name: req.Name, TargetTime: at, SizeMiB: req.SizeMiB})
 	if err != nil {
 		return err
 	}

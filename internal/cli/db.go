@@ -29,11 +29,12 @@ func runDBCreate(ctx context.Context, s *streams, args []string) int {
 		"Clients that send no TLS SNI add options=endpoint%3DID to the URI.").withClient(ctx)
 	asJSON := p.fs.Bool("json", false, "print the database as JSON")
 	idle := p.fs.Duration("auto-hibernate", 0, "scale to zero: hibernate after this long without a client connection (e.g. 5m; default never)")
+	size := p.fs.Int("size", 0, "the database's volume in MiB, where its data and WAL live (default 1024)")
 	pos, code, ok := p.parse(s, args, 1)
 	if !ok {
 		return code
 	}
-	d, err := p.client.client().CreateDatabase(ctx, sdk.CreateDatabaseParams{Name: pos[0], AutoHibernateSeconds: int(idle.Seconds())})
+	d, err := p.client.client().CreateDatabase(ctx, sdk.CreateDatabaseParams{Name: pos[0], AutoHibernateSeconds: int(idle.Seconds()), SizeMiB: *size})
 	if err != nil {
 		return fail(s, err)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	sdk "github.com/pandastack/pandastack/sdk/go"
 )
 
 func runDBBackups(ctx context.Context, s *streams, args []string) int {
@@ -53,8 +55,10 @@ func runDBBackup(ctx context.Context, s *streams, args []string) int {
 
 func runDBRestore(ctx context.Context, s *streams, args []string) int {
 	p := newParser("db restore", "ID|NAME NEW-NAME TIME", "Make database NEW-NAME from a database's backups as it was at TIME (RFC 3339,\n"+
-		"e.g. 2026-11-24T10:30:00Z) and print its connection URI. It has its own password.").withClient(ctx)
+		"e.g. 2026-11-24T10:30:00Z) and print its connection URI. It has its own password.\n"+
+		"A database whose volume filled is restored into a bigger one with --size.").withClient(ctx)
 	asJSON := p.fs.Bool("json", false, "print the new database as JSON")
+	size := p.fs.Int("size", 0, "the new database's volume in MiB, at least the source's (default the source's)")
 	pos, code, ok := p.parse(s, args, 3)
 	if !ok {
 		return code
@@ -64,7 +68,7 @@ func runDBRestore(ctx context.Context, s *streams, args []string) int {
 		fmt.Fprintf(s.err, "pandastack: TIME %q is not an RFC 3339 time (e.g. 2026-11-24T10:30:00Z)\n", pos[2])
 		return 2
 	}
-	d, err := p.client.client().RestoreDatabase(ctx, pos[0], pos[1], at)
+	d, err := p.client.client().RestoreDatabaseWith(ctx, pos[0], sdk.RestoreDatabaseParams{Name: pos[1], TargetTime: at, SizeMiB: *size})
 	if err != nil {
 		return fail(s, err)
 	}

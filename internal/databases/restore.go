@@ -18,6 +18,10 @@ type RestoreParams struct {
 	// TargetTime is the moment: the new database holds every transaction
 	// the source committed up to it, and none after.
 	TargetTime time.Time
+	// SizeMiB is the new database's volume; 0 keeps the source's. It is
+	// never smaller than the source's: a database whose volume filled is
+	// restored into a bigger one.
+	SizeMiB int
 }
 
 // restoreWALDir is where a restore puts the archived WAL recovery reads
@@ -53,6 +57,9 @@ func (s *Service) Restore(ctx context.Context, teamID, ref string, p RestorePara
 	}
 	size, err := s.volumeSize(ctx, src)
 	if err != nil {
+		return Info{}, err
+	}
+	if size, err = restoreSize(size, p.SizeMiB); err != nil {
 		return Info{}, err
 	}
 	d, password, err := s.newRecord(ctx, teamID, p.Name, src.User, src.DBName)
@@ -101,6 +108,23 @@ func (s *Service) Restore(ctx context.Context, teamID, ref string, p RestorePara
 	in := s.info(d, StateRunning, password)
 	in.AutoHibernateSeconds = sb.AutoHibernateSeconds
 	return in, nil
+}
+
+// restoreSize is the volume of a restore asking for sizeMiB (0: the
+// source's) from a source of srcMiB: never smaller than the source's,
+// which the restored data may fill.
+func restoreSize(srcMiB, sizeMiB int) (int, error) {
+	if sizeMiB == 0 {
+		return srcMiB, nil
+	}
+	size, err := checkSize(sizeMiB)
+	if err != nil {
+		return 0, err
+	}
+	if size < srcMiB {
+		return 0, pandastack.Errorf(pandastack.EInvalid, "size_mib %d is smaller than the source's volume (%d MiB), which the restored data may fill", size, srcMiB)
+	}
+	return size, nil
 }
 
 // restorePlan checks target against src's restore window and picks the
@@ -173,7 +197,9 @@ mkdir -p "$vol/.init/main" "` + restoreWALDir + `"
 // recoverScript puts the extracted backup in place as PGDATA with
 // recovery settings, starts PostgreSQL (listening where pgListen says)
 // and waits for it to reach the target and promote; then it drops the
-// settings and the copied WAL. On failure it prints the server log's end.
+// settings and the copied WAL and bounds the WAL for its own volume ($2
+// and $3, walBoundsSQL: a restore may be bigger than its source). On
+// failure it prints the server log's end.
 const recoverScript = `set -e
 vol=` + DataMount + `; data=` + DataDir + `; conf=/etc/postgresql/17/main/postgresql.conf; log=/var/log/postgresql/postgresql-17-main.log; room="$1"
 ` + walRoomFunc + projectVolume + `q() { runuser -u postgres -- ` + pgBin + `/psql -X -q -At -v ON_ERROR_STOP=1 -h ` + pgSocketDir + ` -d postgres "$@"; }
@@ -195,7 +221,8 @@ until [ "$(q -c 'SELECT pg_is_in_recovery()' 2>/dev/null)" = f ]; do
   i=$((i+1)); [ $i -lt 3000 ] || fail "recovery did not reach the target"
   sleep 0.2
 done
-q -c 'ALTER SYSTEM RESET restore_command' -c 'ALTER SYSTEM RESET recovery_target_time' -c 'ALTER SYSTEM RESET recovery_target_action' -c 'SELECT pg_reload_conf()' >/dev/null
+q -c 'ALTER SYSTEM RESET restore_command' -c 'ALTER SYSTEM RESET recovery_target_time' -c 'ALTER SYSTEM RESET recovery_target_action' \
+  -c "$2" -c "$3" -c 'SELECT pg_reload_conf()' >/dev/null
 rm -rf "` + restoreWALDir + `"
 grep -E 'recovery stopping|selected new timeline' "$log" | tail -n 2 || true
 `
@@ -236,7 +263,7 @@ func (s *Service) recover(ctx context.Context, d pandastack.Database, sizeMiB in
 		n++
 	}
 	script := strings.Replace(recoverScript, "$TARGET", target.UTC().Format("2006-01-02 15:04:05.999999")+"+00", 1)
-	out, err := s.execIn(ctx, d.MachineID, 15*time.Minute, nil, "sh", "-c", script, "recover", walRoomArg(sizeMiB))
+	out, err := s.execIn(ctx, d.MachineID, 15*time.Minute, nil, append([]string{"sh", "-c", script, "recover", walRoomArg(sizeMiB)}, walBoundsSQL(sizeMiB)...)...)
 	if err != nil {
 		return n, fmt.Errorf("recover to %s: %w", target.UTC().Format(time.RFC3339Nano), err)
 	}

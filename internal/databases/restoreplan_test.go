@@ -60,3 +60,28 @@ func TestRestorePlanWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestRestoreSize: a restore keeps the source's volume unless it asks for
+// more; less than the source's, or outside the sizes a create takes, is
+// refused as invalid.
+func TestRestoreSize(t *testing.T) {
+	for _, c := range []struct{ src, ask, want int }{
+		{256, 0, 256},
+		{256, 256, 256},
+		{256, 2048, 2048},
+		{1024, 512, 0},
+		{256, 64, 0},
+		{256, pandastack.MaxVolumeMiB + 1, 0},
+	} {
+		got, err := restoreSize(c.src, c.ask)
+		if c.want == 0 {
+			if pandastack.ErrorCode(err) != pandastack.EInvalid {
+				t.Errorf("restore of a %d MiB source asking %d: %d, %v; want EInvalid", c.src, c.ask, got, err)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("restore of a %d MiB source asking %d: %d, %v; want %d", c.src, c.ask, got, err, c.want)
+		}
+	}
+}

@@ -24,10 +24,16 @@ func walBudgetMB(sizeMiB int) int {
 // walSQL sets the WAL bounds for a volume of sizeMiB (ALTER SYSTEM: on the
 // volume, so restarts, forks and restores keep them).
 func walSQL(sizeMiB int) []string {
+	return append(walBoundsSQL(sizeMiB), "SELECT pg_reload_conf()")
+}
+
+// walBoundsSQL is walSQL without the reload: the two settings, for a
+// script that reloads itself (a restore's, whose volume may be bigger
+// than its source's).
+func walBoundsSQL(sizeMiB int) []string {
 	mb := walBudgetMB(sizeMiB)
 	return []string{
 		fmt.Sprintf("ALTER SYSTEM SET max_wal_size = '%dMB'", mb),
 		fmt.Sprintf("ALTER SYSTEM SET min_wal_size = '%dMB'", mb),
-		"SELECT pg_reload_conf()",
 	}
 }

@@ -134,13 +134,13 @@ func TestDatabaseBackupsPointInTime(t *testing.T) {
 			t.Fatal("the source's password opens the restored database")
 		}
 	})
-	t.Run("after t2: both", func(t *testing.T) {
+	t.Run("after t2: both, into a bigger volume", func(t *testing.T) {
 		target := t2.Add(1500 * time.Millisecond)
 		for time.Now().Before(target.Add(2 * time.Second)) {
 			time.Sleep(200 * time.Millisecond)
 		}
 		t0 := time.Now()
-		r, err := c.RestoreDatabase(ctx, d.ID, "ledger-now", target)
+		r, err := c.RestoreDatabaseWith(ctx, d.ID, sdk.RestoreDatabaseParams{Name: "ledger-now", TargetTime: target, SizeMiB: 2048})
 		if err != nil {
 			t.Fatalf("restore: %v\n%s", err, main.tail())
 		}
@@ -148,6 +148,15 @@ func TestDatabaseBackupsPointInTime(t *testing.T) {
 		t.Cleanup(func() { _ = c.DeleteDatabase(context.Background(), r.ID) })
 		if got := rows(r); got != "t1,t2" {
 			t.Fatalf("restored to %s: rows %q, want t1,t2", target.Format(time.RFC3339Nano), got)
+		}
+		// The volume is the size asked for, and the WAL's bounds are its
+		// own (a sixteenth: 128 MB), not the 1 GiB source's (64 MB).
+		v, err := c.GetVolume(ctx, r.VolumeID)
+		if err != nil || v.SizeMiB != 2048 {
+			t.Fatalf("the restored database's volume %s: %+v, %v; want 2048 MiB", r.VolumeID, v, err)
+		}
+		if got := mustPsql(t, r, "show max_wal_size"); got != "128MB" {
+			t.Fatalf("restored into 2048 MiB: max_wal_size %q, want 128MB", got)
 		}
 	})
 	t.Run("the base backup is verified in a throwaway machine", func(t *testing.T) {
@@ -176,6 +185,8 @@ func TestDatabaseBackupsPointInTime(t *testing.T) {
 		wantRefusal(t, "in the future", err, http.StatusBadRequest, "in the future")
 		_, err = c.RestoreDatabase(ctx, d.ID, "ledger", mid)
 		wantRefusal(t, "a taken name", err, http.StatusConflict, "already exists")
+		_, err = c.RestoreDatabaseWith(ctx, d.ID, sdk.RestoreDatabaseParams{Name: "ledger-small", TargetTime: mid, SizeMiB: 512})
+		wantRefusal(t, "a volume smaller than the source's", err, http.StatusBadRequest, "smaller than the source's volume (1024 MiB)")
 		// Asleep, the database cannot mark its WAL: a moment after the
 		// last one archived is refused until it wakes.
 		if _, err := c.HibernateDatabase(ctx, d.ID); err != nil {
@@ -188,7 +199,7 @@ func TestDatabaseBackupsPointInTime(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, x := range list {
-			if x.Name == "ledger-early" || x.Name == "ledger-later" || x.Name == "too-soon" || x.Name == "ledger-asleep" {
+			if x.Name == "ledger-early" || x.Name == "ledger-later" || x.Name == "too-soon" || x.Name == "ledger-asleep" || x.Name == "ledger-small" {
 				t.Fatalf("a refused restore left database %+v", x)
 			}
 		}

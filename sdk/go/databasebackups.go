@@ -56,9 +56,28 @@ func (c *Client) BackupDatabase(ctx context.Context, idOrName string) (*Database
 // RestoreDatabase makes database name from idOrName's backups as it was
 // at target; it answers like CreateDatabase.
 func (c *Client) RestoreDatabase(ctx context.Context, idOrName, name string, target time.Time) (*Database, error) {
+	return c.RestoreDatabaseWith(ctx, idOrName, RestoreDatabaseParams{Name: name, TargetTime: target})
+}
+
+// RestoreDatabaseParams asks for a database restored to a moment of
+// another.
+type RestoreDatabaseParams struct {
+	// Name is the new database's, unique in the team.
+	Name string `json:"name"`
+	// TargetTime is the moment: the new database holds what the source
+	// had committed by then.
+	TargetTime time.Time `json:"target_time"`
+	// SizeMiB is the new database's volume: 0 for the source's, else at
+	// least that (a database whose volume filled is restored into a
+	// bigger one).
+	SizeMiB int `json:"size_mib,omitempty"`
+}
+
+// RestoreDatabaseWith is RestoreDatabase with every parameter.
+func (c *Client) RestoreDatabaseWith(ctx context.Context, idOrName string, p RestoreDatabaseParams) (*Database, error) {
 	d := &Database{}
-	body := map[string]string{"name": name, "target_time": target.UTC().Format(time.RFC3339Nano)}
-	if err := c.do(ctx, request{method: "POST", path: "/v1/databases/" + url.PathEscape(idOrName) + "/restore", body: body}, d); err != nil {
+	p.TargetTime = p.TargetTime.UTC()
+	if err := c.do(ctx, request{method: "POST", path: "/v1/databases/" + url.PathEscape(idOrName) + "/restore", body: p}, d); err != nil {
 		return nil, err
 	}
 	return d, nil

@@ -17,14 +17,18 @@ class Databases:
     def __init__(self, client: Any):
         self._c = client
 
-    def create(self, name: str, *, auto_hibernate_seconds: Optional[int] = None) -> Dict[str, Any]:
+    def create(self, name: str, *, auto_hibernate_seconds: Optional[int] = None,
+               size_mib: Optional[int] = None) -> Dict[str, Any]:
         """Makes a database; returns once a query through the server's
         database router answered. ConflictError for a taken name.
         ``auto_hibernate_seconds`` is scale to zero: with no client
-        connection for that long it hibernates; the next one wakes it."""
+        connection for that long it hibernates; the next one wakes it.
+        ``size_mib`` is its volume (default 1024)."""
         body: Dict[str, Any] = {"name": name}
         if auto_hibernate_seconds is not None:
             body["auto_hibernate_seconds"] = auto_hibernate_seconds
+        if size_mib is not None:
+            body["size_mib"] = size_mib
         return self._c._t.call("POST", "/v1/databases", json_body=body)
 
     def list(self) -> List[Dict[str, Any]]:
@@ -62,12 +66,17 @@ class Databases:
         it is in object storage."""
         return self._c._t.call("POST", _path(id_or_name) + "/backups")
 
-    def restore(self, id_or_name: str, name: str, target_time: str) -> Dict[str, Any]:
+    def restore(self, id_or_name: str, name: str, target_time: str, *,
+                size_mib: Optional[int] = None) -> Dict[str, Any]:
         """Makes database ``name`` from the database's backups as it was at
         ``target_time`` (RFC 3339); returns like create, with its own
-        password."""
-        return self._c._t.call("POST", _path(id_or_name) + "/restore",
-                               json_body={"name": name, "target_time": target_time})
+        password. ``size_mib`` gives it a bigger volume than the source's
+        (never a smaller one): a database whose volume filled is restored
+        into a bigger one."""
+        body: Dict[str, Any] = {"name": name, "target_time": target_time}
+        if size_mib is not None:
+            body["size_mib"] = size_mib
+        return self._c._t.call("POST", _path(id_or_name) + "/restore", json_body=body)
 
 
 def _path(id_or_name: str) -> str:

@@ -162,6 +162,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self._json(200, {"status": "ok"})
         if path == "/v1/databases" and self.command == "POST":
             req = json.loads(body["data"])
+            srv.app_requests.append(req)
             if req["name"] == "taken":
                 return self._json(409, {"error": {"code": "conflict", "message": "taken"}})
             return self._json(201, {"id": "db-1", "name": req["name"], "state": "running",
@@ -175,6 +176,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self._apps(path, body)
         if path == "/v1/databases/db-1/restore" and self.command == "POST":
             req = json.loads(body["data"])
+            srv.app_requests.append(req)
             if req["target_time"] < "2026":
                 return self._json(400, {"error": {"code": "invalid_argument", "message": "before the earliest restorable time"}})
             return self._json(201, {"id": "db-3", "name": req["name"], "state": "running", "password": "own"})
@@ -355,6 +357,9 @@ class LocalServerTest(unittest.TestCase):
         c = self.client()
         d = c.databases.create("orders")
         self.assertEqual((d["id"], d["state"]), ("db-1", "running"))
+        self.assertEqual(self.srv.app_requests[-1], {"name": "orders"})
+        c.databases.create("big", size_mib=4096)
+        self.assertEqual(self.srv.app_requests[-1], {"name": "big", "size_mib": 4096})
         self.assertTrue(d["connection_uri"].endswith("/orders?sslmode=require"))
         with self.assertRaises(ConflictError):
             c.databases.create("taken")
@@ -365,6 +370,10 @@ class LocalServerTest(unittest.TestCase):
         self.assertEqual(c.databases.backups("db-1")["wal"]["last_segment"], "000000010000000000000003")
         r = c.databases.restore("db-1", "orders-then", "2026-11-24T10:30:00Z")
         self.assertEqual((r["id"], r["name"]), ("db-3", "orders-then"))
+        self.assertEqual(self.srv.app_requests[-1], {"name": "orders-then", "target_time": "2026-11-24T10:30:00Z"})
+        c.databases.restore("db-1", "orders-bigger", "2026-11-24T10:30:00Z", size_mib=2048)
+        self.assertEqual(self.srv.app_requests[-1], {"name": "orders-bigger", "target_time": "2026-11-24T10:30:00Z",
+                                                     "size_mib": 2048})
         with self.assertRaises(InvalidArgumentError):
             c.databases.restore("db-1", "too-early", "2020-01-01T00:00:00Z")
 

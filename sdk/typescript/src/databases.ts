@@ -74,11 +74,13 @@ export class Databases {
 
   /**
    * Creates a database; resolves once a query through the server's database router answered.
-   * A taken name throws ConflictError. `autoHibernateSeconds` is scale to zero.
+   * A taken name throws ConflictError. `autoHibernateSeconds` is scale to zero; `sizeMib` is its
+   * volume (default 1024).
    */
-  async create(params: { name: string; autoHibernateSeconds?: number } & RequestOptions): Promise<Database> {
-    const body: { name: string; auto_hibernate_seconds?: number } = { name: params.name };
+  async create(params: { name: string; autoHibernateSeconds?: number; sizeMib?: number } & RequestOptions): Promise<Database> {
+    const body: { name: string; auto_hibernate_seconds?: number; size_mib?: number } = { name: params.name };
     if (params.autoHibernateSeconds !== undefined) body.auto_hibernate_seconds = params.autoHibernateSeconds;
+    if (params.sizeMib !== undefined) body.size_mib = params.sizeMib;
     const w = await this.#http.json<WireDatabase>({ method: "POST", path: "/v1/databases", json: body, signal: params.signal });
     return toDatabase(w);
   }
@@ -129,11 +131,22 @@ export class Databases {
     return this.#http.json<DatabaseBackup>({ method: "POST", path: dbPath(idOrName) + "/backups", signal: opts.signal });
   }
 
-  /** Makes database `name` from the database's backups as it was at `targetTime`; resolves like create. */
-  async restore(idOrName: string, name: string, targetTime: Date | string, opts: RequestOptions = {}): Promise<Database> {
+  /**
+   * Makes database `name` from the database's backups as it was at `targetTime`; resolves like
+   * create. `sizeMib` gives it a bigger volume than the source's (never a smaller one): a database
+   * whose volume filled is restored into a bigger one.
+   */
+  async restore(
+    idOrName: string,
+    name: string,
+    targetTime: Date | string,
+    opts: { sizeMib?: number } & RequestOptions = {},
+  ): Promise<Database> {
     const target_time = targetTime instanceof Date ? targetTime.toISOString() : targetTime;
+    const body: { name: string; target_time: string; size_mib?: number } = { name, target_time };
+    if (opts.sizeMib !== undefined) body.size_mib = opts.sizeMib;
     return toDatabase(
-      await this.#http.json<WireDatabase>({ method: "POST", path: dbPath(idOrName) + "/restore", json: { name, target_time }, signal: opts.signal }),
+      await this.#http.json<WireDatabase>({ method: "POST", path: dbPath(idOrName) + "/restore", json: body, signal: opts.signal }),
     );
   }
 }

@@ -569,6 +569,11 @@ describe("requests", () => {
     assert.equal(seen[2]!.url, "/v1/databases/orders/fork");
     assert.deepEqual(JSON.parse(seen[2]!.body.toString()), { name: "orders-copy" });
     assert.equal(f.id, "db-1");
+    await client().databases.create({ name: "big", sizeMib: 4096 });
+    assert.deepEqual(JSON.parse(seen[3]!.body.toString()), { name: "big", size_mib: 4096 });
+    await client().databases.restore("orders", "orders-then", new Date("2026-11-24T10:30:00Z"), { sizeMib: 2048 });
+    assert.equal(seen[4]!.url, "/v1/databases/orders/restore");
+    assert.deepEqual(JSON.parse(seen[4]!.body.toString()), { name: "orders-then", target_time: "2026-11-24T10:30:00.000Z", size_mib: 2048 });
   });
 
   test("network: policy in snake_case, getHost from the server's domain", async () => {
