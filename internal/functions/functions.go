@@ -91,6 +91,11 @@ type Service struct {
 	gates map[string]*gate // by function id
 	pools map[string]*pool // warm microVMs, by function id
 	async sync.WaitGroup
+	// stopping ends when Close is called: the invocations in flight end
+	// with it (asynchronous ones, cron's, and synchronous ones whose
+	// callers the HTTP server's shutdown left running).
+	stopping context.Context
+	stop     context.CancelFunc
 
 	teardowns sync.WaitGroup // invocation VMs being killed (teardown.go)
 	// prewarmed are the snapshots with prepared processes, the most
@@ -122,8 +127,9 @@ func New(cfg Config) *Service {
 	if cfg.MaxStarting <= 0 {
 		cfg.MaxStarting = defaultMaxStarting()
 	}
+	stopping, stop := context.WithCancel(context.Background())
 	return &Service{cfg: cfg, log: cfg.Logger, gates: map[string]*gate{}, pools: map[string]*pool{}, bases: map[baseKey]*baseEntry{},
-		starting: make(chan struct{}, cfg.MaxStarting)}
+		starting: make(chan struct{}, cfg.MaxStarting), stopping: stopping, stop: stop}
 }
 
 // MaxBundleBytes is the largest bundle a deploy takes.
@@ -375,6 +381,26 @@ func (s *Service) GetInvocation(ctx context.Context, teamID, name, id string) (I
 func (s *Service) Wait() {
 	s.async.Wait()
 	s.teardowns.Wait()
+}
+
+// Close, at a server's stop, ends the invocations in flight (each
+// recorded as an error, ServerStopped; its VM killed) and waits until the
+// asynchronous ones and the kills of finished invocations' VMs are done,
+// or ctx ends. Without it the records stayed running until the next
+// start's Recover. The engine must still run: the kills go through it.
+func (s *Service) Close(ctx context.Context) error {
+	s.stop()
+	done := make(chan struct{})
+	go func() {
+		s.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("functions: invocations still ending at stop: %w", ctx.Err())
+	}
 }
 
 // vmLabel marks every microVM this package starts (deploys and

@@ -95,6 +95,10 @@ func (s *Service) Invoke(ctx context.Context, teamID, name string, event []byte,
 // execute runs inv and records how it ended.
 func (s *Service) execute(ctx context.Context, f Function, inv *Invocation, event []byte, o InvokeOptions, ph *phases) {
 	log := s.log.With("function", f.Name, "invocation", inv.ID)
+	if s.stopping.Err() != nil {
+		s.finish(ctx, inv, StatusError, nil, stoppedErr(false), "")
+		return
+	}
 	inv.Status = StatusRunning
 	if err := s.cfg.Store.PutInvocation(ctx, *inv); err != nil {
 		log.Error("record invocation", "err", err)
@@ -175,6 +179,7 @@ func (s *Service) execute(ctx context.Context, f Function, inv *Invocation, even
 	deadline := time.Now().Add(v.Timeout)
 	cctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
+	defer context.AfterFunc(s.stopping, cancel)() // Close: the server stops
 	defer func() { ph.log(log, "invocation timing", "status", inv.Status, "sandbox", sbID) }()
 	reply, err := call(cctx, s.cfg.Engine, sbID, event, ph, map[string]any{
 		"invocation_id": inv.ID, "function_name": f.Name, "function_version": f.LatestVersion, "trigger": inv.Trigger,
@@ -185,6 +190,8 @@ func (s *Service) execute(ctx context.Context, f Function, inv *Invocation, even
 	case err != nil && !time.Now().Before(deadline) && ctx.Err() == nil:
 		s.finish(ctx, inv, StatusTimedOut, nil, &FunctionError{Type: "Timeout",
 			Message: fmt.Sprintf("the function did not return within its timeout of %s; its VM was killed", v.Timeout)}, "")
+	case err != nil && s.stopping.Err() != nil:
+		s.finish(ctx, inv, StatusError, nil, stoppedErr(true), "")
 	case err != nil:
 		log.Error("invoke", "sandbox", sbID, "err", err)
 		s.finish(ctx, inv, StatusError, nil, &FunctionError{Type: "InvokeFailed", Message: "the function's runtime did not answer: " + err.Error()}, "")
@@ -196,6 +203,15 @@ func (s *Service) execute(ctx context.Context, f Function, inv *Invocation, even
 		s.finish(ctx, inv, StatusFailed, nil, reply.Error, reply.Logs)
 	}
 	ph.mark("finish")
+}
+
+// stoppedErr is how an invocation the server's stop ended is recorded:
+// begun (its VM killed) or not.
+func stoppedErr(begun bool) *FunctionError {
+	if begun {
+		return &FunctionError{Type: "ServerStopped", Message: "the server stopped during the invocation; its VM was killed"}
+	}
+	return &FunctionError{Type: "ServerStopped", Message: "the server stopped before the invocation ran"}
 }
 
 func scheduled(t time.Time) string {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"time"
 
 	"github.com/pandastack/pandastack/internal/api"
 	"github.com/pandastack/pandastack/internal/cron"
@@ -40,4 +41,29 @@ func (s *Server) prewarmSnapshot(ctx context.Context, id string, n int) error {
 		ref = hostapi.SnapshotRef{ID: sn.ID, Template: sn.Template, TemplateID: sn.TemplateID, ObjectKey: sn.ObjectKey}
 	}
 	return s.agent.PrewarmSnapshot(ctx, ref, n)
+}
+
+// stopFunctions, at the server's stop, ends the invocations in flight and
+// cron's runs (recorded as ended by the stop) and waits, at most 15 s,
+// until they are recorded and their VMs killed: while the engine still
+// runs, before the store closes.
+func (s *Server) stopFunctions(ctx context.Context) {
+	if s.fns == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if err := s.fns.Close(ctx); err != nil {
+		s.log.Warn("stop functions", "err", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		s.cron.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.log.Warn("stop functions: cron runs still ending")
+	}
 }

@@ -554,6 +554,7 @@ func (s *Server) Close(ctx context.Context) error {
 	if s.apps != nil {
 		s.apps.Close()
 	}
+	s.stopFunctions(ctx)
 	err := s.agent.Close(ctx, s.cfg.KillOnExit)
 	s.engine.Wait() // the ends the host reported are recorded before the store closes
 	if s.net != nil && s.cfg.KillOnExit {
