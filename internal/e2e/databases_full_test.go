@@ -46,6 +46,18 @@ func TestDatabaseVolumeFull(t *testing.T) {
 	// recovery), the checkpointer's process does not (its pid, which
 	// pg_stat_activity shows any role).
 	const startQuery = `SELECT pg_postmaster_start_time()::text || ' checkpointer ' || coalesce((SELECT pid::text FROM pg_stat_activity WHERE backend_type = 'checkpointer'), 'none')`
+	// walState is what the WAL looked like after the last round: how
+	// much was written, the archive slot (the WAL it holds counts against
+	// the WAL's room; its receiver writes on the tables' side and stops
+	// when they are full) and the checkpoints (a checkpoint far behind
+	// its schedule lets WAL outgrow max_wal_size). Any role may read
+	// them; the test logs them per round, and they say where a PANIC
+	// came from.
+	walState := "none yet"
+	const walQuery = `SELECT format('lsn %s; slot %s; checkpoints timed %s requested %s, write %s ms sync %s ms',
+  pg_current_wal_lsn(),
+  coalesce((SELECT format('active %s status %s holds %s', active, wal_status, pg_size_pretty(pg_current_wal_lsn() - restart_lsn)) FROM pg_replication_slots LIMIT 1), 'none'),
+  num_timed, num_requested, round(write_time), round(sync_time)) FROM pg_stat_checkpointer`
 	// lost reports a session that ended under the test: whether
 	// PostgreSQL restarted (asked on a new session) and what the server
 	// logged about the database.
@@ -59,6 +71,7 @@ func TestDatabaseVolumeFull(t *testing.T) {
 			now += ": " + err2.Error()
 		}
 		t.Logf("server lines about the database:\n%s", serverLines(d.ID))
+		t.Logf("WAL before the loss: %s", walState)
 		t.Fatalf("%s: the session that filled the volume is gone: %v; PostgreSQL now: %s\n%s", what, err, now, main.tail())
 	}
 	started := func() string {
@@ -125,6 +138,10 @@ func TestDatabaseVolumeFull(t *testing.T) {
 			t.Fatalf("round %d: no rows were written before the volume filled", round)
 		}
 		t.Logf("round %d: %d statements (%d rows) until %s %q", round, n, rows, pe.Code, pe.Message)
+		if err := conn.QueryRow(cctx, walQuery).Scan(&walState); err != nil {
+			t.Fatalf("round %d: the WAL's state: %v", round, err)
+		}
+		t.Logf("round %d: WAL %s", round, walState)
 		// Churn: the table goes and the space is written again, WAL
 		// included. DROP: on a full volume TRUNCATE (a new, empty TOAST
 		// index) and VACUUM (a visibility map) need a new block, which
