@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pandastack/pandastack"
@@ -53,6 +54,8 @@ type Service struct {
 	running map[string]int   // schedule id: runs in flight
 	queued  map[string][]Run // schedule id: runs waiting (overlap queue)
 	wg      sync.WaitGroup
+	// stopping is set by Stop: runs ending now stay open.
+	stopping atomic.Bool
 }
 
 // New returns a Service for cfg.

@@ -150,6 +150,12 @@ func (s *Service) execute(ctx context.Context, sc Schedule, r Run) {
 		} else {
 			inv, status, msg, err = s.cfg.Invoker.InvokeScheduled(ctx, sc.TeamID, sc.Function, sc.Data, r.ID, r.FireAt)
 		}
+		if s.stopping.Load() {
+			// The server's stop may be what ended it: left open, it is
+			// delivered again at the next start (Stop).
+			s.log.Info("cron: run left open at the server's stop, to be delivered again", "schedule", sc.ID, "execution", r.ID)
+			return
+		}
 		end := s.cfg.Now().UTC()
 		r.InvocationID, r.EndedAt, r.DurationMs = inv, &end, end.Sub(start).Milliseconds()
 		switch {
@@ -185,3 +191,10 @@ func (s *Service) update(ctx context.Context, r Run) {
 
 // Wait waits for the runs in flight.
 func (s *Service) Wait() { s.wg.Wait() }
+
+// Stop, at the server's stop and before the invocations in flight are
+// ended, leaves every run that ends from then on open (running, its end
+// not recorded) and starts no queued one: the next start delivers them
+// again with their execution ids, the at-least-once window a crash has,
+// instead of recording as failed what the stop itself cut short.
+func (s *Service) Stop() { s.stopping.Store(true) }

@@ -247,3 +247,46 @@ func TestOverlapPolicies(t *testing.T) {
 		})
 	}
 }
+
+// A run in flight when the server stops (Stop, then the invocation ends,
+// cut short by the stop) is left open, not recorded as ended: the next
+// start delivers it again with the same execution id.
+func TestStopLeavesTheRunInFlightOpen(t *testing.T) {
+	st := newStore(t)
+	c := &clock{t: t0}
+	inv := &invoker{gate: make(chan struct{}), began: make(chan string, 1)}
+	svc := newService(st, inv, c)
+	sc := create(t, svc, "@every 10s", cron.OverlapAllow)
+	c.set(*sc.NextFireAt)
+	svc.Tick(t.Context())
+	var id string
+	select {
+	case id = <-inv.began:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the due run was not delivered")
+	}
+	svc.Stop()
+	close(inv.gate)
+	svc.Wait()
+	rs := runs(t, st, sc.ID)
+	if len(rs) != 1 || rs[0].ID != id || rs[0].Status != cron.RunRunning || rs[0].EndedAt != nil {
+		t.Fatalf("after the stop: %+v, want %s still running", rs, id)
+	}
+	again := &invoker{}
+	ctx, cancel := context.WithCancel(t.Context())
+	errc := make(chan error, 1)
+	go func() { errc <- newService(st, again, c).Run(ctx) }()
+	for deadline := time.Now().Add(10 * time.Second); len(again.delivered()) == 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if got := again.delivered(); len(got) != 1 || got[0] != id {
+		t.Fatalf("the next start delivered %v, want %s again", got, id)
+	}
+	if rs := runs(t, st, sc.ID); rs[0].Status != cron.RunSucceeded || rs[0].Attempts != 2 {
+		t.Fatalf("after the next start: %+v, want succeeded on its second attempt", rs[0])
+	}
+}

@@ -43,8 +43,9 @@ func (s *Server) prewarmSnapshot(ctx context.Context, id string, n int) error {
 	return s.agent.PrewarmSnapshot(ctx, ref, n)
 }
 
-// stopFunctions, at the server's stop, ends the invocations in flight and
-// cron's runs (recorded as ended by the stop) and waits, at most 15 s,
+// stopFunctions, at the server's stop, ends the invocations in flight
+// (recorded as ended by the stop; cron's runs left open, to be delivered
+// again at the next start) and waits, at most 15 s,
 // until they are recorded and their VMs killed: while the engine still
 // runs, before the store closes.
 func (s *Server) stopFunctions(ctx context.Context) {
@@ -53,6 +54,7 @@ func (s *Server) stopFunctions(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
+	s.cron.Stop() // first: cron's runs the stop ends are delivered again
 	if err := s.fns.Close(ctx); err != nil {
 		s.log.Warn("stop functions", "err", err)
 	}
