@@ -30,16 +30,25 @@ const (
 	archiveDir = DataMount + "/wal-archive"
 	// archiveSlot is the replication slot pg_receivewal streams through.
 	archiveSlot = "pandastack_archive"
-	// rearmEvery: archiving is checked again (pg_receivewal still there)
-	// this often even in the same machine.
-	rearmEvery = 5 * time.Minute
+	// rearmEvery: archiving is checked again (pg_receivewal still there,
+	// its slot valid) this often even in the same machine: a receiver
+	// down for longer than WAL takes to outgrow the slot's bound loses
+	// the slot.
+	rearmEvery = time.Minute
 )
 
 // archiveScript readies a machine for archiving and starts pg_receivewal
 // when it is not running: a replication rule for the postgres OS user on
 // the local socket, archive_timeout and the slot's bound (ALTER SYSTEM:
 // on the volume, kept across restarts and copied by backups), the
-// archive directory and the slot.
+// archive directory and the slot. A slot PostgreSQL invalidated (its
+// receiver fell more than the bound behind: it died, or could not write
+// while the volume was full) takes no receiver again: it is dropped, with
+// the receiver looping on it and its partial segment, and made anew at
+// the current position ("slot-lost at LSN"; the archive has a gap up to
+// there). Finished segments stay for the host to collect; until they are
+// gone the new receiver's start (after the newest of them) fails and it
+// tries again.
 const archiveScript = `set -e
 bin=` + pgBin + `; dir=` + archiveDir + `
 q() { runuser -u postgres -- $bin/psql -X -q -At -v ON_ERROR_STOP=1 -h ` + pgSocketDir + ` -d postgres "$@"; }
@@ -52,6 +61,13 @@ if [ "$(q -c 'SHOW archive_timeout')" != 30s ] || [ "$(q -c 'SHOW max_slot_wal_k
   q -c "ALTER SYSTEM SET archive_timeout = '30s'" -c "ALTER SYSTEM SET max_slot_wal_keep_size = 'KEEPMB'" -c 'SELECT pg_reload_conf()' >/dev/null
 fi
 mkdir -p "$dir"; chown postgres:postgres "$dir"; chmod 700 "$dir"
+if [ "$(q -c "SELECT wal_status FROM pg_replication_slots WHERE slot_name = '` + archiveSlot + `'")" = lost ]; then
+  for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = pg_receivewal ] && kill ${p#/proc/} 2>/dev/null; done
+  for i in $(seq 50); do cat /proc/[0-9]*/comm 2>/dev/null | grep -qx pg_receivewal || break; sleep 0.1; done
+  q -c "SELECT pg_drop_replication_slot('` + archiveSlot + `')" >/dev/null
+  rm -f "$dir"/*.partial
+  echo "slot-lost at $(q -c 'SELECT pg_current_wal_lsn()')"
+fi
 if ! cat /proc/[0-9]*/comm 2>/dev/null | grep -qx pg_receivewal; then
   runuser -u postgres -- $bin/pg_receivewal -h ` + pgSocketDir + ` -S ` + archiveSlot + ` --create-slot --if-not-exists
   setsid -f runuser -u postgres -- $bin/pg_receivewal -h ` + pgSocketDir + ` -D "$dir" -S ` + archiveSlot + ` -s 5 </dev/null >>` + DataMount + `/wal-archive.log 2>&1
@@ -83,6 +99,12 @@ func (s *Service) arm(ctx context.Context, d pandastack.Database, force bool) er
 	out, err := s.run(ctx, d.MachineID, "sh", "-c", script)
 	if err != nil {
 		return fmt.Errorf("set up WAL archiving: %w", err)
+	}
+	if i := strings.Index(out, "slot-lost at "); i >= 0 {
+		at := strings.Fields(out[i+len("slot-lost at "):])
+		s.log.Warn("WAL archive slot was invalidated (archiving fell behind by more than the WAL budget); made anew: restores to moments before this need a base backup from before the gap, and one is taken now",
+			"database", d.ID, "machine", d.MachineID, "resumed_at_lsn", strings.Join(at[:min(1, len(at))], ""), "budget_mb", keep)
+		s.backupSoon(d)
 	}
 	if strings.Contains(out, "started") {
 		s.log.Info("WAL archiving started", "database", d.ID, "machine", d.MachineID)

@@ -243,3 +243,17 @@ func sortedNames(names []string) []string {
 	sort.Strings(names)
 	return names
 }
+
+// backupSoon takes a base backup of d in the background: after its
+// archive's slot was made anew (archive.go) the restore window starts
+// again only from a base backup past the gap. One already under way is
+// as good.
+func (s *Service) backupSoon(d pandastack.Database) {
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+		defer cancel()
+		if _, err := s.backup(ctx, d); err != nil && pandastack.ErrorCode(err) != pandastack.EConflict {
+			s.log.Error("base backup after a gap in the WAL archive", "database", d.ID, "err", err)
+		}
+	}()
+}

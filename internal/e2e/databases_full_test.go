@@ -22,8 +22,9 @@ import (
 // segment files while the tables hold all they may. Without the WAL's room kept from the tables
 // (databases/walroom.go) a new segment file on the full volume stops
 // PostgreSQL (a PANIC: every session dropped, crash recovery), which this
-// catches as a new checkpointer process (a crash restart keeps the
-// postmaster's start time) or a lost connection.
+// catches as reset statistics (a crash restart keeps the postmaster's
+// start time) or a lost connection. And the WAL archive, which stopped
+// while the volume was full, goes on after it.
 func TestDatabaseVolumeFull(t *testing.T) {
 	needTemplate(t, "postgres")
 	ctx := context.Background()
@@ -43,9 +44,9 @@ func TestDatabaseVolumeFull(t *testing.T) {
 	defer conn.Close(context.Background())
 	// startQuery tells PostgreSQL's runs apart: the postmaster's start
 	// stays across a crash restart (a PANIC: every backend ended, crash
-	// recovery), the checkpointer's process does not (its pid, which
-	// pg_stat_activity shows any role).
-	const startQuery = `SELECT pg_postmaster_start_time()::text || ' checkpointer ' || coalesce((SELECT pid::text FROM pg_stat_activity WHERE backend_type = 'checkpointer'), 'none')`
+	// recovery), the statistics do not (crash recovery discards them: a
+	// new stats_reset).
+	const startQuery = `SELECT pg_postmaster_start_time()::text || ' stats reset ' || coalesce((SELECT stats_reset::text FROM pg_stat_checkpointer), 'never')`
 	// walState is what the WAL looked like after the last round: how
 	// much was written, the archive slot (the WAL it holds counts against
 	// the WAL's room; its receiver writes on the tables' side and stops
@@ -54,6 +55,7 @@ func TestDatabaseVolumeFull(t *testing.T) {
 	// them; the test logs them per round, and they say where a PANIC
 	// came from.
 	walState := "none yet"
+	var lostAt time.Time // when a round first saw the archive slot invalidated
 	const walQuery = `SELECT format('lsn %s; slot %s; checkpoints timed %s requested %s, write %s ms sync %s ms',
   pg_current_wal_lsn(),
   coalesce((SELECT format('active %s status %s holds %s', active, wal_status, pg_size_pretty(pg_current_wal_lsn() - restart_lsn)) FROM pg_replication_slots LIMIT 1), 'none'),
@@ -120,6 +122,7 @@ func TestDatabaseVolumeFull(t *testing.T) {
 		return nil, 0
 	}
 	for round := 0; round < 3; round++ {
+		roundStart := time.Now()
 		pe, n := fill()
 		// The tables hit their limit before the volume is full: EDQUOT,
 		// which PostgreSQL reports as XX000 (it gives 53100 to ENOSPC only).
@@ -142,6 +145,9 @@ func TestDatabaseVolumeFull(t *testing.T) {
 			t.Fatalf("round %d: the WAL's state: %v", round, err)
 		}
 		t.Logf("round %d: WAL %s", round, walState)
+		if lostAt.IsZero() && strings.Contains(walState, "status lost") {
+			lostAt = roundStart
+		}
 		// Churn: the table goes and the space is written again, WAL
 		// included. DROP: on a full volume TRUNCATE (a new, empty TOAST
 		// index) and VACUUM (a visibility map) need a new block, which
@@ -157,6 +163,48 @@ func TestDatabaseVolumeFull(t *testing.T) {
 	}
 	if now := started(); now != since {
 		t.Fatalf("PostgreSQL restarted (postmaster started %s, was %s)", now, since)
+	}
+	// The WAL archive goes on. Its receiver writes on the tables' side of
+	// the volume, so it stopped while they were full, and the slot it
+	// streams through fell more than the WAL budget behind: PostgreSQL
+	// invalidated it (every run here). The server makes the slot anew and
+	// takes a base backup, from which the restore window starts again.
+	deadline := time.Now().Add(4 * time.Minute)
+	for {
+		var active bool
+		var status string
+		err := conn.QueryRow(cctx, `SELECT active, wal_status FROM pg_replication_slots`).Scan(&active, &status)
+		if err == nil && active && (status == "reserved" || status == "extended") {
+			t.Logf("WAL archiving streams again (slot %s)", status)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Logf("server lines about the database:\n%s", serverLines(d.ID))
+			t.Fatalf("4 minutes after the volume was freed the archive slot is active %v, %s (%v): WAL archiving did not resume", active, status, err)
+		}
+		time.Sleep(2 * time.Second)
+	}
+	if lostAt.IsZero() {
+		t.Log("the archive slot was never invalidated in this run")
+	} else {
+		for {
+			l, err := c.ListDatabaseBackups(ctx, d.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := false
+			for _, b := range l.Backups {
+				done = done || (b.State == "done" && b.StartedAt.After(lostAt))
+			}
+			if done {
+				t.Logf("a base backup was taken after the archive's gap")
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no base backup after the archive slot was invalidated (%s): %+v", lostAt.Format(time.RFC3339), l.Backups)
+			}
+			time.Sleep(2 * time.Second)
+		}
 	}
 	// A new session through the router works too.
 	if out := mustPsql(t, d, "SELECT count(*) FROM after"); out != "1000" {
