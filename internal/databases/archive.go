@@ -52,6 +52,7 @@ const (
 const archiveScript = `set -e
 bin=` + pgBin + `; dir=` + archiveDir + `
 q() { runuser -u postgres -- $bin/psql -X -q -At -v ON_ERROR_STOP=1 -h ` + pgSocketDir + ` -d postgres "$@"; }
+receiving() { cat /proc/[0-9]*/comm 2>/dev/null | grep -qx pg_receivewal; }
 hba=$(q -c 'SHOW hba_file')
 if ! grep -qx 'local replication postgres peer' "$hba"; then
   echo 'local replication postgres peer' >> "$hba"
@@ -63,12 +64,12 @@ fi
 mkdir -p "$dir"; chown postgres:postgres "$dir"; chmod 700 "$dir"
 if [ "$(q -c "SELECT wal_status FROM pg_replication_slots WHERE slot_name = '` + archiveSlot + `'")" = lost ]; then
   for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = pg_receivewal ] && kill ${p#/proc/} 2>/dev/null; done
-  for i in $(seq 50); do cat /proc/[0-9]*/comm 2>/dev/null | grep -qx pg_receivewal || break; sleep 0.1; done
+  for i in $(seq 50); do receiving || break; sleep 0.1; done
   q -c "SELECT pg_drop_replication_slot('` + archiveSlot + `')" >/dev/null
   rm -f "$dir"/*.partial
   echo "slot-lost at $(q -c 'SELECT pg_current_wal_lsn()')"
 fi
-if ! cat /proc/[0-9]*/comm 2>/dev/null | grep -qx pg_receivewal; then
+if ! receiving; then
   runuser -u postgres -- $bin/pg_receivewal -h ` + pgSocketDir + ` -S ` + archiveSlot + ` --create-slot --if-not-exists
   setsid -f runuser -u postgres -- $bin/pg_receivewal -h ` + pgSocketDir + ` -D "$dir" -S ` + archiveSlot + ` -s 5 </dev/null >>` + DataMount + `/wal-archive.log 2>&1
   echo started
@@ -100,10 +101,10 @@ func (s *Service) arm(ctx context.Context, d pandastack.Database, force bool) er
 	if err != nil {
 		return fmt.Errorf("set up WAL archiving: %w", err)
 	}
-	if i := strings.Index(out, "slot-lost at "); i >= 0 {
-		at := strings.Fields(out[i+len("slot-lost at "):])
+	if _, after, lost := strings.Cut(out, "slot-lost at "); lost {
+		lsn, _, _ := strings.Cut(after, "\n")
 		s.log.Warn("WAL archive slot was invalidated (archiving fell behind by more than the WAL budget); made anew: restores to moments before this need a base backup from before the gap, and one is taken now",
-			"database", d.ID, "machine", d.MachineID, "resumed_at_lsn", strings.Join(at[:min(1, len(at))], ""), "budget_mb", keep)
+			"database", d.ID, "machine", d.MachineID, "resumed_at_lsn", lsn, "budget_mb", keep)
 		s.backupSoon(d)
 	}
 	if strings.Contains(out, "started") {
