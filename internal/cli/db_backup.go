@@ -10,7 +10,8 @@ import (
 
 func runDBBackups(ctx context.Context, s *streams, args []string) int {
 	p := newParser("db backups", "ID|NAME", "List a database's base backups, oldest first, and where its continuous WAL\n"+
-		"archive stands (a restore reaches any moment from the first backup's end).").withClient(ctx)
+		"archive stands (a restore reaches any moment from the first backup's end, but\n"+
+		"none inside a gap in the archive, which it lists).").withClient(ctx)
 	asJSON := p.fs.Bool("json", false, "print JSON")
 	pos, code, ok := p.parse(s, args, 1)
 	if !ok {
@@ -34,6 +35,13 @@ func runDBBackups(ctx context.Context, s *streams, args []string) int {
 	}
 	if l.EarliestRestoreTime != nil {
 		fmt.Fprintf(s.out, "earliest restore time: %s\n", l.EarliestRestoreTime.UTC().Format(time.RFC3339))
+	}
+	for _, g := range l.RestoreGaps {
+		until := "no base backup has ended since"
+		if g.Until != nil {
+			until = g.Until.UTC().Format(time.RFC3339Nano)
+		}
+		fmt.Fprintf(s.out, "no restore reaches from %s until %s (a gap in the WAL archive)\n", g.From.UTC().Format(time.RFC3339Nano), until)
 	}
 	return 0
 }

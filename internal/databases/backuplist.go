@@ -2,6 +2,7 @@ package databases
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/pandastack/pandastack"
@@ -38,6 +39,9 @@ type BackupList struct {
 	// EarliestRestoreTime is the first moment a restore can reach (the
 	// oldest finished base backup's end); absent before the first.
 	EarliestRestoreTime *time.Time `json:"earliest_restore_time,omitempty"`
+	// RestoreGaps are the stretches inside the window no restore reaches:
+	// gaps in the WAL archive (walgaps.go), oldest first.
+	RestoreGaps []RestoreGap `json:"restore_gaps,omitempty"`
 }
 
 func backupInfo(b pandastack.DatabaseBackup) BackupInfo {
@@ -50,8 +54,8 @@ func backupInfo(b pandastack.DatabaseBackup) BackupInfo {
 	return in
 }
 
-// Backups lists database ref's base backups, oldest first, and where its
-// WAL archive stands.
+// Backups lists database ref's base backups, oldest first, where its WAL
+// archive stands, and the gaps in it.
 func (s *Service) Backups(ctx context.Context, teamID, ref string) (BackupList, error) {
 	if err := s.backupsOn(); err != nil {
 		return BackupList{}, err
@@ -60,6 +64,11 @@ func (s *Service) Backups(ctx context.Context, teamID, ref string) (BackupList, 
 	if err != nil {
 		return BackupList{}, err
 	}
+	return s.backupList(ctx, d)
+}
+
+// backupList is Backups for database d.
+func (s *Service) backupList(ctx context.Context, d pandastack.Database) (BackupList, error) {
 	list, err := s.cfg.Backup.Store.ListDatabaseBackups(ctx, d.ID)
 	if err != nil {
 		return BackupList{}, err
@@ -72,6 +81,11 @@ func (s *Service) Backups(ctx context.Context, teamID, ref string) (BackupList, 
 			out.EarliestRestoreTime = &t
 		}
 	}
+	objs, err := s.cfg.Backup.Objects.List(ctx, walPrefix(d.ID))
+	if err != nil {
+		return BackupList{}, fmt.Errorf("list archived WAL: %w", err)
+	}
+	out.RestoreGaps = restoreGaps(walGaps(d.ID, objs, list))
 	w, err := s.cfg.Backup.Store.GetDatabaseWAL(ctx, d.ID)
 	if err != nil {
 		return BackupList{}, err

@@ -34,8 +34,9 @@ const restoreWALDir = DataMount + "/restore-wal"
 // and the archived WAL after it replayed up to that moment. The new
 // database keeps the source's role and database names but gets its own
 // password and its own archive; it answers like Create. A moment outside
-// the window — in the future, before the first finished base backup, or
-// after the last archived one — is EInvalid with the window's bound.
+// the window — in the future, before the first finished base backup,
+// after the last archived one, or in a gap in the archive (walgaps.go) —
+// is EInvalid with the window's bound.
 // Whatever fails on the way is removed.
 func (s *Service) Restore(ctx context.Context, teamID, ref string, p RestoreParams) (Info, error) {
 	if err := checkName(p.Name); err != nil {
@@ -164,6 +165,13 @@ func (s *Service) restorePlan(ctx context.Context, src pandastack.Database, targ
 		return none, pandastack.Errorf(pandastack.EInvalid, "target_time %s is before the earliest restorable time %s (the end of the first base backup)",
 			target.Format(time.RFC3339Nano), first.FinishedAt.Format(time.RFC3339Nano))
 	}
+	objs, err := s.cfg.Backup.Objects.List(ctx, walPrefix(src.ID))
+	if err != nil {
+		return none, fmt.Errorf("list archived WAL: %w", err)
+	}
+	if g, ok := gapAfter(walGaps(src.ID, objs, list), base); ok && target.After(g.From) {
+		return none, gapErr(src.ID, target, g)
+	}
 	w, err := s.cfg.Backup.Store.GetDatabaseWAL(ctx, src.ID)
 	if err != nil {
 		return none, err
@@ -199,7 +207,8 @@ mkdir -p "$vol/.init/main" "` + restoreWALDir + `"
 // and waits for it to reach the target and promote; then it drops the
 // settings and the copied WAL and bounds the WAL for its own volume ($2
 // and $3, walBoundsSQL: a restore may be bigger than its source). On
-// failure it prints the server log's end.
+// failure, a server that stopped during recovery included, it prints the
+// server log's end.
 const recoverScript = `set -e
 vol=` + DataMount + `; data=` + DataDir + `; conf=/etc/postgresql/17/main/postgresql.conf; log=/var/log/postgresql/postgresql-17-main.log; room="$1"
 ` + walRoomFunc + projectVolume + `q() { runuser -u postgres -- ` + pgBin + `/psql -X -q -At -v ON_ERROR_STOP=1 -h ` + pgSocketDir + ` -d postgres "$@"; }
@@ -216,8 +225,10 @@ sed -i "s|^data_directory *=.*|data_directory = '$data'|" "$conf"
 walroom "$data/pg_wal" "` + restoreWALDir + `"
 : > "$log"
 runuser -u postgres -- ` + pgBin + `/pg_ctl start -D "$data" -w -t 600 -s -l "$log" -o "-c config_file=$conf ` + pgListen + `" || fail "postgres did not start"
+pid=$(head -n 1 "$data/postmaster.pid")
 i=0
 until [ "$(q -c 'SELECT pg_is_in_recovery()' 2>/dev/null)" = f ]; do
+  kill -0 "$pid" 2>/dev/null || fail "postgres stopped during recovery"
   i=$((i+1)); [ $i -lt 3000 ] || fail "recovery did not reach the target"
   sleep 0.2
 done
@@ -226,6 +237,11 @@ q -c 'ALTER SYSTEM RESET restore_command' -c 'ALTER SYSTEM RESET recovery_target
 rm -rf "` + restoreWALDir + `"
 grep -E 'recovery stopping|selected new timeline' "$log" | tail -n 2 || true
 `
+
+// recoveryShort is PostgreSQL's FATAL when the WAL ends before the
+// recovery target: a moment past a gap's start that its upload time did
+// not rule out (walgaps.go).
+const recoveryShort = "recovery ended before configured recovery target was reached"
 
 // recover writes base backup b of database srcID and srcID's archived WAL
 // after it onto d's fresh volume of sizeMiB, and recovers the cluster there up to
@@ -264,6 +280,10 @@ func (s *Service) recover(ctx context.Context, d pandastack.Database, sizeMiB in
 	}
 	script := strings.Replace(recoverScript, "$TARGET", target.UTC().Format("2006-01-02 15:04:05.999999")+"+00", 1)
 	out, err := s.execIn(ctx, d.MachineID, 15*time.Minute, nil, append([]string{"sh", "-c", script, "recover", walRoomArg(sizeMiB)}, walBoundsSQL(sizeMiB)...)...)
+	if err != nil && strings.Contains(err.Error(), recoveryShort) {
+		return n, pandastack.Errorf(pandastack.EInvalid, "target_time %s is past the end of database %s's archived WAL from base backup %s (the archive has a gap after it): restore to an earlier moment",
+			target.UTC().Format(time.RFC3339Nano), srcID, b.ID)
+	}
 	if err != nil {
 		return n, fmt.Errorf("recover to %s: %w", target.UTC().Format(time.RFC3339Nano), err)
 	}

@@ -205,11 +205,50 @@ func TestDatabaseVolumeFull(t *testing.T) {
 			}
 			time.Sleep(2 * time.Second)
 		}
+		restoreIntoGap(t, c, d.ID, lostAt)
 	}
 	// A new session through the router works too.
 	if out := mustPsql(t, d, "SELECT count(*) FROM after"); out != "1000" {
 		t.Fatalf("a new session after the volume was full: %q", out)
 	}
+}
+
+// restoreIntoGap: the gap a lost archive slot left in database id's WAL
+// archive shows in its backup list, closed by the base backup after it,
+// and a restore to a moment inside it is refused with 400 naming the gap
+// (before, recovery ran out of WAL in a new machine and the restore
+// failed late).
+func restoreIntoGap(t *testing.T, c *sdk.Client, id string, lostAt time.Time) {
+	ctx := context.Background()
+	deadline := time.Now().Add(3 * time.Minute)
+	var gap sdk.RestoreGap
+	for {
+		l, err := c.ListDatabaseBackups(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(l.RestoreGaps); n > 0 && l.RestoreGaps[n-1].Until != nil {
+			gap = l.RestoreGaps[n-1]
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the backup list shows no closed gap in the WAL archive after the slot was invalidated (%s): %+v", lostAt.Format(time.RFC3339), l)
+		}
+		time.Sleep(2 * time.Second)
+	}
+	if !gap.Until.After(gap.From) {
+		t.Fatalf("restore gap %s – %s: it ends before it starts", gap.From, gap.Until)
+	}
+	mid := gap.From.Add(gap.Until.Sub(gap.From) / 2)
+	r, err := c.RestoreDatabase(ctx, id, "full-gap", mid)
+	if err == nil {
+		_ = c.DeleteDatabase(ctx, r.ID)
+	}
+	var apiErr *sdk.APIError
+	if !errors.As(err, &apiErr) || apiErr.Status != 400 || !strings.Contains(apiErr.Message, "gap") {
+		t.Fatalf("restore to %s, inside the archive's gap %s – %s: %v; want 400 naming the gap", mid, gap.From, gap.Until, err)
+	}
+	t.Logf("restore inside the gap (%s – %s) refused: %s", gap.From.Format(time.RFC3339), gap.Until.Format(time.RFC3339), apiErr.Message)
 }
 
 // serverLines are the suite server's log lines that hold all of words.

@@ -33,6 +33,17 @@ type DatabaseBackups struct {
 	} `json:"wal"`
 	// EarliestRestoreTime is the first moment RestoreDatabase reaches.
 	EarliestRestoreTime *time.Time `json:"earliest_restore_time,omitempty"`
+	// RestoreGaps are stretches after it no restore reaches: gaps in the
+	// WAL archive (it stopped while the database's volume was full).
+	RestoreGaps []RestoreGap `json:"restore_gaps,omitempty"`
+}
+
+// RestoreGap is a stretch of time no restore reaches: nothing written
+// after From was archived until the base backup that ended at Until (nil
+// while none has).
+type RestoreGap struct {
+	From  time.Time  `json:"from"`
+	Until *time.Time `json:"until,omitempty"`
 }
 
 // ListDatabaseBackups lists a database's base backups and WAL archive.

@@ -58,7 +58,9 @@ class Databases:
 
     def backups(self, id_or_name: str) -> Dict[str, Any]:
         """The database's base backups (oldest first), where its WAL
-        archive stands (``wal``) and ``earliest_restore_time``."""
+        archive stands (``wal``), ``earliest_restore_time``, and
+        ``restore_gaps``: stretches no restore reaches (``from``, and
+        ``until`` once a base backup ended after the gap)."""
         return self._c._t.call("GET", _path(id_or_name) + "/backups")
 
     def backup(self, id_or_name: str) -> Dict[str, Any]:

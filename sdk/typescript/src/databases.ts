@@ -170,6 +170,8 @@ export interface DatabaseBackupList {
   backups: DatabaseBackup[];
   wal: { last_segment?: string; archived_through_lsn?: string; archived_at?: string };
   earliest_restore_time?: string;
+  /** Stretches no restore reaches: gaps in the WAL archive (it stopped while the volume was full). `until` is absent while no base backup has ended since. */
+  restore_gaps?: { from: string; until?: string }[];
 }
 
 function dbPath(idOrName: string): string {
