@@ -43,7 +43,8 @@ type walGap struct {
 	Backup string // that backup
 }
 
-// walGaps finds the gaps in one database's archived WAL, objs as
+// walGaps finds the gaps in one database's archived WAL inside its
+// restore window (after the start of a finished base backup), objs as
 // Objects.List gives them (keys under walPrefix(id)), and where each
 // closes among backups. Segments of different timelines are not compared.
 func walGaps(id string, objs []objstore.Info, backups []pandastack.DatabaseBackup) []walGap {
@@ -77,6 +78,9 @@ func walGaps(id string, objs []objstore.Info, backups []pandastack.DatabaseBacku
 		if p.name[:8] != c.name[:8] || c.n <= p.n+1 {
 			continue
 		}
+		if !startsBefore(done, p.name) {
+			continue // before the window: no restore starts there
+		}
 		g := walGap{After: p.name, Resume: c.name, From: p.mod}
 		for _, b := range done {
 			if b.StartWAL[:8] == c.name[:8] && b.StartWAL >= c.name {
@@ -87,6 +91,17 @@ func walGaps(id string, objs []objstore.Info, backups []pandastack.DatabaseBacku
 		gaps = append(gaps, g)
 	}
 	return gaps
+}
+
+// startsBefore reports whether a backup of done starts at segment seg or
+// before it, on its timeline: whether a restore can reach seg's WAL.
+func startsBefore(done []pandastack.DatabaseBackup, seg string) bool {
+	for _, b := range done {
+		if b.StartWAL[:8] == seg[:8] && b.StartWAL <= seg {
+			return true
+		}
+	}
+	return false
 }
 
 // gapAfter is the first gap in the archive after base backup b's start:

@@ -15,20 +15,23 @@ import (
 	"github.com/pandastack/pandastack/internal/store/sqlite"
 )
 
-// TestWALGaps: a missing run of segments is a gap, closed by the first
-// base backup that starts after it; consecutive segments across a log
-// id's end, a history file and another timeline's segments are not gaps.
+// TestWALGaps: a missing run of segments after a finished base backup's
+// start is a gap, closed by the first base backup that starts after it;
+// one before any backup (outside the restore window), consecutive
+// segments across a log id's end, a history file and another timeline's
+// segments are not.
 func TestWALGaps(t *testing.T) {
 	t0 := time.Date(2026, 12, 7, 1, 0, 0, 0, time.UTC)
 	var objs []objstore.Info
 	for i, name := range []string{
+		"0000000100000000000000F0", // then a gap before the first backup: outside the window
 		"0000000100000000000000FE", "0000000100000000000000FF", "000000010000000100000000", // a log id's end
 		"000000010000000100000001",
 		// 02..05 lost
 		"000000010000000100000006", "000000010000000100000007",
 		"00000002.history", "000000020000000100000009", // another timeline
 	} {
-		objs = append(objs, objstore.Info{Key: walKey("db-1", name), ModTime: t0.Add(time.Duration(i) * time.Minute)})
+		objs = append(objs, objstore.Info{Key: walKey("db-1", name), ModTime: t0.Add(time.Duration(i-1) * time.Minute)})
 	}
 	backups := []pandastack.DatabaseBackup{
 		{ID: "dbb-1", State: pandastack.BackupDone, StartWAL: "0000000100000000000000FE", FinishedAt: t0},
