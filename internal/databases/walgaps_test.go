@@ -24,7 +24,8 @@ func TestWALGaps(t *testing.T) {
 	t0 := time.Date(2026, 12, 7, 1, 0, 0, 0, time.UTC)
 	var objs []objstore.Info
 	for i, name := range []string{
-		"0000000100000000000000F0", // then a gap before the first backup: outside the window
+		// F0, then a gap before the first backup: outside the window
+		"0000000100000000000000F0",
 		"0000000100000000000000FE", "0000000100000000000000FF", "000000010000000100000000", // a log id's end
 		"000000010000000100000001",
 		// 02..05 lost
