@@ -17,16 +17,7 @@ import (
 // starts from the newest backup that had ended by then.
 func TestRestorePlanWindow(t *testing.T) {
 	ctx := context.Background()
-	store, err := sqlite.Open(ctx, t.TempDir()+"/pandastack.db")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	objects, err := file.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := New(Config{Backup: BackupConfig{Objects: objects, Store: store}})
+	s, store, _, _ := backupService(t)
 	first := time.Now().Add(-2 * time.Hour).UTC().Truncate(time.Second)
 	second := first.Add(time.Hour)
 	for id, end := range map[string]time.Time{"dbb-1": first, "dbb-2": second} {
@@ -84,4 +75,20 @@ func TestRestoreSize(t *testing.T) {
 			t.Errorf("restore of a %d MiB source asking %d: %d, %v; want %d", c.src, c.ask, got, err, c.want)
 		}
 	}
+}
+
+// backupService is a Service with backups on: a store and a file object
+// store in directory dir, and nothing else.
+func backupService(t *testing.T) (s *Service, store *sqlite.Store, objects *file.Store, dir string) {
+	t.Helper()
+	store, err := sqlite.Open(context.Background(), t.TempDir()+"/pandastack.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	dir = t.TempDir()
+	if objects, err = file.Open(dir); err != nil {
+		t.Fatal(err)
+	}
+	return New(Config{Backup: BackupConfig{Objects: objects, Store: store}}), store, objects, dir
 }

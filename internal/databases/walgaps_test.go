@@ -11,8 +11,6 @@ import (
 
 	"github.com/pandastack/pandastack"
 	"github.com/pandastack/pandastack/internal/objstore"
-	"github.com/pandastack/pandastack/internal/objstore/file"
-	"github.com/pandastack/pandastack/internal/store/sqlite"
 )
 
 // TestWALGaps: a missing run of segments after a finished base backup's
@@ -63,17 +61,7 @@ func TestWALGaps(t *testing.T) {
 // moments on either side restore from the backup before or after it.
 func TestRestorePlanRefusesAGap(t *testing.T) {
 	ctx := context.Background()
-	store, err := sqlite.Open(ctx, t.TempDir()+"/pandastack.db")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	dir := t.TempDir()
-	objects, err := file.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := New(Config{Backup: BackupConfig{Objects: objects, Store: store}})
+	s, store, objects, dir := backupService(t)
 	t0 := time.Now().Add(-2 * time.Hour).UTC().Truncate(time.Second)
 	// Segments 1-2 archived a minute apart, 3-5 lost, 6 after the gap.
 	for i, name := range []string{"000000010000000000000001", "000000010000000000000002", "000000010000000000000006"} {
