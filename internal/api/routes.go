@@ -142,6 +142,7 @@ var routeTable = []route{
 	{"POST", "/v1/admin/bench/floor", admin, (*Server).benchFloor},
 	{"GET", "/v1/admin/bench/usage", admin, (*Server).benchUsage},
 	{"POST", "/v1/admin/bench/databases/{id}/pgbench", admin, (*Server).benchDatabasePgbench},
+	{"POST", "/v1/admin/bench/databases/{id}/fork-floor", admin, (*Server).benchDatabaseForkFloor},
 }
 
 // Route describes one served route.

@@ -50,6 +50,16 @@ type databasesBenchResult struct {
 	CreateFloorRatio float64 `json:"db_create_floor_ratio"`
 	WakeFloorRatio   float64 `json:"db_wake_floor_ratio"`
 	ForkFloorRatio   float64 `json:"db_fork_floor_ratio"`
+	// A fork's own floor, measured on the server's host in the same run
+	// (POST /v1/admin/bench/databases/{id}/fork-floor): the engine's fork
+	// of the machine, then the child's first query with the parent's
+	// password — the fork without its route, its own password and the
+	// pooler's check. Its parts' medians too; the ratio is fork p50 ÷ it.
+	ForkOwnFloorP50   float64 `json:"db_fork_own_floor_p50_ms"`
+	ForkOwnFloorP99   float64 `json:"db_fork_own_floor_p99_ms"`
+	ForkOwnFloorFork  float64 `json:"db_fork_own_floor_fork_p50_ms"`
+	ForkOwnFloorQuery float64 `json:"db_fork_own_floor_first_query_p50_ms"`
+	ForkOwnFloorRatio float64 `json:"db_fork_own_floor_ratio"`
 }
 
 // benchDatabases creates n databases one after another (each removed
@@ -120,6 +130,9 @@ func benchDatabases(ctx context.Context, c *sdk.Client, n int, routerHost string
 		}
 	}
 	res.ForkP50, res.ForkP99 = pct(forks, 50), pct(forks, 99)
+	if err := benchForkFloor(ctx, c, keep, n, res, progress); err != nil {
+		return nil, err
+	}
 	if res.pgbenchBench, err = benchPgbench(ctx, c, keep, routerHost, progress); err != nil {
 		return nil, err
 	}
@@ -137,6 +150,31 @@ func benchDatabases(ctx context.Context, c *sdk.Client, n int, routerHost string
 		return nil, err
 	}
 	return res, nil
+}
+
+// benchForkFloor measures database d's fork floor n times, between its
+// forks, into res. A key that cannot reach the admin endpoint measures
+// nothing and says so.
+func benchForkFloor(ctx context.Context, c *sdk.Client, d *sdk.Database, n int, res *databasesBenchResult, progress func(string, ...any)) error {
+	progress("%d fork floors: the engine's fork of the machine, then the child's first query (no route, no password of its own)", n)
+	var total, fork, query []float64
+	for range n {
+		f, err := c.BenchDatabaseForkFloor(ctx, d.ID)
+		if sdk.IsForbidden(err) {
+			progress("fork floor not measured: it needs an admin key")
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("fork floor: %w", err)
+		}
+		total, fork, query = append(total, f.TotalMs), append(fork, f.ForkMs), append(query, f.FirstQueryMs)
+	}
+	res.ForkOwnFloorP50, res.ForkOwnFloorP99 = pct(total, 50), pct(total, 99)
+	res.ForkOwnFloorFork, res.ForkOwnFloorQuery = pct(fork, 50), pct(query, 50)
+	if res.ForkOwnFloorP50 > 0 {
+		res.ForkOwnFloorRatio = res.ForkP50 / res.ForkOwnFloorP50
+	}
+	return nil
 }
 
 // dbQuery connects to d through the router at routerHost (TLS with SNI

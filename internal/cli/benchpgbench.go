@@ -16,8 +16,9 @@ import (
 // pgbenchBench is the pgbench part of `pandastack bench --databases`: the
 // same select-only pgbench run from this host through the database router
 // (TLS, SNI, the guest channel), straight to PostgreSQL and through its
-// pooler, and inside the database's machine on PostgreSQL's local socket
-// (POST /v1/admin/bench/databases/{id}/pgbench, admin key), in rounds
+// pooler, inside the database's machine on PostgreSQL's local socket, and
+// from the server's host over the machine's NIC with no router (POST
+// /v1/admin/bench/databases/{id}/pgbench, admin key), in rounds
 // interleaved so load on the host falls on all alike; each tps is the
 // median of its rounds, each ratio the median of the rounds' ratios.
 type pgbenchBench struct {
@@ -28,10 +29,18 @@ type pgbenchBench struct {
 	PgbenchRouterTPS float64 `json:"db_pgbench_router_tps,omitempty"`
 	PgbenchPooledTPS float64 `json:"db_pgbench_router_pooled_tps,omitempty"`
 	PgbenchInsideTPS float64 `json:"db_pgbench_inside_tps,omitempty"`
+	// The router's floor: the server host's pgbench in the machine's
+	// network namespace straight to the guest's address (no router, no
+	// TLS; POST .../pgbench {"via":"nic"}), the NIC path under the router's.
+	PgbenchNICTPS float64 `json:"db_pgbench_nic_tps,omitempty"`
 	// Router ÷ inside, the median of the rounds' (the target is at least
 	// 0.8).
 	PgbenchRatio       float64 `json:"db_pgbench_router_inside_ratio,omitempty"`
 	PgbenchPooledRatio float64 `json:"db_pgbench_pooled_inside_ratio,omitempty"`
+	// NIC ÷ inside: the most router ÷ inside can be on this machine; and
+	// router ÷ NIC: what the router itself keeps of its path.
+	PgbenchNICRatio       float64 `json:"db_pgbench_nic_inside_ratio,omitempty"`
+	PgbenchRouterNICRatio float64 `json:"db_pgbench_router_nic_ratio,omitempty"`
 	// The pgbench versions: this host's and the machine's.
 	PgbenchHostVersion   string `json:"db_pgbench_host_version,omitempty"`
 	PgbenchInsideVersion string `json:"db_pgbench_inside_version,omitempty"`
@@ -41,7 +50,7 @@ type pgbenchBench struct {
 const (
 	pgbenchClients = 4
 	pgbenchSeconds = 5
-	pgbenchRounds  = 3
+	pgbenchRounds  = 4 // each path first once
 )
 
 // benchPgbench measures pgbench on database d, whose router listens on
@@ -58,36 +67,76 @@ func benchPgbench(ctx context.Context, c *sdk.Client, d *sdk.Database, routerHos
 	}
 	direct := pgbenchConninfo(d, d.Host, addr)
 	pooled := pgbenchConninfo(d, strings.Replace(d.Host, d.ID+".", d.ID+"-pooler.", 1), addr)
-	progress("pgbench -i through the router, then %d rounds of %d s select-only runs (%d clients): through the router, through its pooler, inside the machine",
+	progress("pgbench -i through the router, then %d rounds of %d s select-only runs (%d clients), in turn: through the router, through its pooler, inside the machine, over its NIC",
 		pgbenchRounds, pgbenchSeconds, pgbenchClients)
 	if _, err := runPgbench(ctx, d.Password, "-i", "-q", "-s", "1", direct); err != nil {
 		return res, fmt.Errorf("pgbench -i: %w", err)
 	}
 	run := []string{"-n", "-S", "-c", strconv.Itoa(pgbenchClients), "-j", "2", "-T", strconv.Itoa(pgbenchSeconds)}
-	var routed, pooledTPS, inside []float64
-	for range pgbenchRounds {
-		out, err := runPgbench(ctx, d.Password, append(run, direct)...)
-		if err != nil {
-			return res, fmt.Errorf("pgbench through the router: %w", err)
-		}
-		routed = append(routed, out.TPS)
-		res.PgbenchHostVersion = out.Version
-		pout, err := runPgbench(ctx, d.Password, append(run, pooled)...)
-		if err != nil {
-			return res, fmt.Errorf("pgbench through the pooler: %w", err)
-		}
-		pooledTPS = append(pooledTPS, pout.TPS)
-		in, err := c.BenchDatabasePgbench(ctx, d.ID, sdk.PgbenchParams{Clients: pgbenchClients, Seconds: pgbenchSeconds, SelectOnly: true})
-		if err != nil {
-			return res, fmt.Errorf("pgbench inside the database's machine: %w", err)
-		}
-		inside = append(inside, in.TPS)
-		res.PgbenchInsideVersion = in.Version
-		progress("  round: router %.0f tps, pooled %.0f tps, inside %.0f tps", out.TPS, pout.TPS, in.TPS)
+	params := sdk.PgbenchParams{Clients: pgbenchClients, Seconds: pgbenchSeconds, SelectOnly: true}
+	noNIC := false
+	// The four paths, each round in another order (a run can leave work
+	// behind for the next: writeback, autovacuum).
+	paths := []struct {
+		name string
+		tps  []float64
+		run  func() (float64, error)
+	}{
+		{"router", nil, func() (float64, error) {
+			out, err := runPgbench(ctx, d.Password, append(run, direct)...)
+			res.PgbenchHostVersion = out.Version
+			return out.TPS, err
+		}},
+		{"pooled", nil, func() (float64, error) {
+			out, err := runPgbench(ctx, d.Password, append(run, pooled)...)
+			return out.TPS, err
+		}},
+		{"inside", nil, func() (float64, error) {
+			in, err := c.BenchDatabasePgbench(ctx, d.ID, params)
+			if err != nil {
+				return 0, err
+			}
+			res.PgbenchInsideVersion = in.Version
+			return in.TPS, nil
+		}},
+		{"NIC", nil, func() (float64, error) {
+			p := params
+			p.Via = "nic"
+			in, err := c.BenchDatabasePgbench(ctx, d.ID, p)
+			if sdk.IsUnavailable(err) {
+				if !noNIC {
+					progress("  no pgbench over the NIC: %v", err)
+				}
+				noNIC = true
+				return 0, nil
+			}
+			if err != nil {
+				return 0, err
+			}
+			return in.TPS, nil
+		}},
 	}
-	res.PgbenchClients, res.PgbenchSeconds, res.PgbenchRounds = pgbenchClients, pgbenchSeconds, pgbenchRounds
+	for r := range pgbenchRounds {
+		line := "  round:"
+		for i := range paths {
+			p := &paths[(r+i)%len(paths)]
+			tps, err := p.run()
+			if err != nil {
+				return res, fmt.Errorf("pgbench (%s): %w", p.name, err)
+			}
+			p.tps = append(p.tps, tps)
+			line += fmt.Sprintf(" %s %.0f tps", p.name, tps)
+		}
+		progress("%s", line)
+	}
+	routed, pooledTPS, inside, nics := paths[0].tps, paths[1].tps, paths[2].tps, paths[3].tps
 	res.PgbenchRouterTPS, res.PgbenchPooledTPS, res.PgbenchInsideTPS = pct(routed, 50), pct(pooledTPS, 50), pct(inside, 50)
 	res.PgbenchRatio, res.PgbenchPooledRatio = medianRatio(routed, inside), medianRatio(pooledTPS, inside)
+	if !noNIC {
+		res.PgbenchNICTPS = pct(nics, 50)
+		res.PgbenchNICRatio, res.PgbenchRouterNICRatio = medianRatio(nics, inside), medianRatio(routed, nics)
+	}
+	res.PgbenchClients, res.PgbenchSeconds, res.PgbenchRounds = pgbenchClients, pgbenchSeconds, pgbenchRounds
 	return res, nil
 }
 

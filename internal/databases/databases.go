@@ -89,6 +89,10 @@ type Config struct {
 	// machine (internal/nicroute: over the machine's NIC); nil: through
 	// its guest agent (router.AgentPorts, New's default).
 	Ports router.Ports
+	// NICs finds a machine's network namespace (*network.Manager), for
+	// pgbench over the NIC (Pgbench); nil when the server runs no sandbox
+	// networking.
+	NICs NICs
 	// Domain is the parent of databases' host names: <id>.<Domain>.
 	Domain string
 	// CACert is the PEM certificate clients verify the router with.
@@ -97,6 +101,12 @@ type Config struct {
 	// Backup archives WAL and takes base backups (backup.go); its zero
 	// value: none.
 	Backup BackupConfig
+}
+
+// NICs finds the network namespace a machine's NIC lives in and the
+// guest's address there (*network.Manager).
+type NICs interface {
+	GuestNetns(vmID string) (ns, addr string, err error)
 }
 
 // Forker forks a running machine into one child whose copies of the

@@ -1,8 +1,11 @@
 package databases
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
@@ -11,12 +14,14 @@ import (
 	"github.com/pandastack/pandastack"
 )
 
-// The benchmark's yardstick: pgbench run inside a database's machine, on
+// The benchmark's yardsticks: pgbench run inside a database's machine, on
 // PostgreSQL's local socket, as the postgres OS user — what the database
-// does with no router, TLS, guest channel or pooler in front of it.
+// does with no router, TLS, guest channel or pooler in front of it — and
+// pgbench run on the host in the machine's network namespace, straight to
+// the guest's address — the NIC path the router's connections ride on.
 // `pandastack bench --databases` runs the same pgbench through the router
-// and reports the ratio. Only the server's admin reaches it (the sandbox
-// exec API refuses a database's machine by design).
+// and reports the ratios. Only the server's admin reaches them (the
+// sandbox exec API refuses a database's machine by design).
 
 // PgbenchParams is a pgbench run on tables `pgbench -i` made in the
 // database.
@@ -26,7 +31,19 @@ type PgbenchParams struct {
 	// SelectOnly runs pgbench's built-in select-only script (-S), else
 	// its TPC-B-like default.
 	SelectOnly bool `json:"select_only"`
+	// Via is where pgbench runs: "inside" (the default) the machine, on
+	// PostgreSQL's local socket; or "nic", on the host in the machine's
+	// network namespace, over TCP to the guest's address (the guest's
+	// NIC and TCP path, no router or TLS): what the router's path rides
+	// on, its floor.
+	Via string `json:"via,omitempty"`
 }
+
+// Where a pgbench run goes.
+const (
+	ViaInside = "inside"
+	ViaNIC    = "nic"
+)
 
 // PgbenchResult is what pgbench reported.
 type PgbenchResult struct {
@@ -52,13 +69,16 @@ func (p PgbenchParams) check() error {
 	if p.Seconds < 1 || p.Seconds > maxBenchSeconds {
 		return pandastack.Errorf(pandastack.EInvalid, "seconds must be between 1 and %d, got %d", maxBenchSeconds, p.Seconds)
 	}
+	if p.Via != "" && p.Via != ViaInside && p.Via != ViaNIC {
+		return pandastack.Errorf(pandastack.EInvalid, "via must be %q or %q, got %q", ViaInside, ViaNIC, p.Via)
+	}
 	return nil
 }
 
-// PgbenchInside runs pgbench inside database id's machine (any team's:
-// the caller is the server's admin) on the local socket against the
-// database's own tables. A database that is not running is EConflict.
-func (s *Service) PgbenchInside(ctx context.Context, id string, p PgbenchParams) (PgbenchResult, error) {
+// Pgbench runs pgbench against database id (any team's: the caller is
+// the server's admin) on the database's own tables, where p.Via says. A
+// database that is not running is EConflict.
+func (s *Service) Pgbench(ctx context.Context, id string, p PgbenchParams) (PgbenchResult, error) {
 	if err := p.check(); err != nil {
 		return PgbenchResult{}, err
 	}
@@ -73,13 +93,17 @@ func (s *Service) PgbenchInside(ctx context.Context, id string, p PgbenchParams)
 	if d.State != pandastack.DatabaseReady || sb.State != pandastack.StateRunning {
 		return PgbenchResult{}, pandastack.Errorf(pandastack.EConflict, "database %s is not running (machine %s); connect to it first", id, sb.State)
 	}
-	args := []string{"runuser", "-u", "postgres", "--", pgBin + "/pgbench", "-h", pgSocketDir, "-n",
-		"-c", strconv.Itoa(p.Clients), "-j", "1", "-T", strconv.Itoa(p.Seconds)}
+	run := []string{"-n", "-c", strconv.Itoa(p.Clients), "-T", strconv.Itoa(p.Seconds)}
 	if p.SelectOnly {
-		args = append(args, "-S")
+		run = append(run, "-S")
 	}
-	args = append(args, d.DBName)
-	out, err := s.execIn(ctx, d.MachineID, time.Duration(p.Seconds)*time.Second+2*time.Minute, nil, args...)
+	var out string
+	if p.Via == ViaNIC {
+		out, err = s.pgbenchNIC(ctx, d, run)
+	} else {
+		args := append([]string{"runuser", "-u", "postgres", "--", pgBin + "/pgbench", "-h", pgSocketDir, "-j", "1"}, run...)
+		out, err = s.execIn(ctx, d.MachineID, time.Duration(p.Seconds)*time.Second+2*time.Minute, nil, append(args, d.DBName)...)
+	}
 	if err != nil {
 		return PgbenchResult{}, fmt.Errorf("pgbench in database %s: %w", id, err)
 	}
@@ -88,9 +112,38 @@ func (s *Service) PgbenchInside(ctx context.Context, id string, p PgbenchParams)
 		return PgbenchResult{}, fmt.Errorf("pgbench in database %s: %w", id, err)
 	}
 	res.PgbenchParams = p
-	s.log.Info("pgbench inside the database's machine", "database", id, "clients", p.Clients, "seconds", p.Seconds,
+	s.log.Info("pgbench on a database", "database", id, "via", cmp.Or(p.Via, ViaInside), "clients", p.Clients, "seconds", p.Seconds,
 		"select_only", p.SelectOnly, "tps", res.TPS)
 	return res, nil
+}
+
+// pgbenchNIC runs this host's pgbench with args in d's machine's network
+// namespace against the guest's address, as d's role (its password in
+// pgbench's environment, never on its command line).
+func (s *Service) pgbenchNIC(ctx context.Context, d pandastack.Database, args []string) (string, error) {
+	if s.cfg.NICs == nil {
+		return "", pandastack.Errorf(pandastack.EUnavailable, "this server runs no sandbox networking: no NIC to run pgbench over")
+	}
+	bin, err := exec.LookPath("pgbench")
+	if err != nil {
+		return "", pandastack.Errorf(pandastack.EUnavailable, "no pgbench on the server's host (Debian: postgresql-client)")
+	}
+	ns, addr, err := s.cfg.NICs.GuestNetns(d.MachineID)
+	if err != nil {
+		return "", err
+	}
+	password, err := s.password(d)
+	if err != nil {
+		return "", err
+	}
+	conninfo := fmt.Sprintf("host=%s port=%d user=%s dbname=%s sslmode=disable connect_timeout=60", addr, Port, d.User, d.DBName)
+	cmd := exec.CommandContext(ctx, "ip", append(append([]string{"netns", "exec", ns, bin, "-j", "2"}, args...), conninfo)...)
+	cmd.Env = append(os.Environ(), "PGPASSWORD="+password)
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("pgbench over the NIC: %v: %s", err, tail(string(b), 600))
+	}
+	return string(b), nil
 }
 
 var (

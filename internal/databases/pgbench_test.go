@@ -35,15 +35,18 @@ tps = 2469.123456 (without initial connection time)
 	}
 }
 
-// TestPgbenchParamsBounds: a run inside a machine is bounded in clients
-// and seconds.
+// TestPgbenchParamsBounds: a run is bounded in clients and seconds, and
+// goes inside the machine or over its NIC, nowhere else.
 func TestPgbenchParamsBounds(t *testing.T) {
-	for _, p := range []PgbenchParams{{Clients: 0, Seconds: 5}, {Clients: 65, Seconds: 5}, {Clients: 4, Seconds: 0}, {Clients: 4, Seconds: 61}} {
+	for _, p := range []PgbenchParams{{Clients: 0, Seconds: 5}, {Clients: 65, Seconds: 5}, {Clients: 4, Seconds: 0}, {Clients: 4, Seconds: 61},
+		{Clients: 4, Seconds: 5, Via: "router"}} {
 		if err := p.check(); pandastack.ErrorCode(err) != pandastack.EInvalid {
 			t.Errorf("%+v: %v, want invalid", p, err)
 		}
 	}
-	if err := (PgbenchParams{Clients: 4, Seconds: 5}).check(); err != nil {
-		t.Fatal(err)
+	for _, via := range []string{"", ViaInside, ViaNIC} {
+		if err := (PgbenchParams{Clients: 4, Seconds: 5, Via: via}).check(); err != nil {
+			t.Fatalf("via %q: %v", via, err)
+		}
 	}
 }

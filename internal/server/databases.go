@@ -39,7 +39,7 @@ func (s *Server) openDatabases(ctx context.Context) error {
 			Logger: s.log, Quotas: s.quotas}),
 		Engine: s.engine, Forks: s.engine, Volumes: s.engine, Bases: s.engine, Quotas: s.quotas, Secrets: s.secrets, Routes: s.routes, Domain: s.dbDomain(),
 		CACert: s.caPEM(), Logger: s.log.With("service", "databases"),
-		Ports: s.portDialer(s.engine, "databases")})
+		Ports: s.portDialer(s.engine, "databases"), NICs: s.nics()})
 	return s.databases.Start(ctx)
 }
 
@@ -77,4 +77,14 @@ func (s *Server) serveDatabases() (addr string, stop func(), err error) {
 	fmt.Sscan(port, &p)
 	s.databases.SetRouter(addr, p)
 	return addr, func() { _ = l.Close() }, nil
+}
+
+// nics is the network manager as the databases service's NICs, nil when
+// the server runs no sandbox networking (a nil *network.Manager must not
+// become a non-nil interface).
+func (s *Server) nics() databases.NICs {
+	if s.net == nil {
+		return nil
+	}
+	return s.net
 }

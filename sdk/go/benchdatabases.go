@@ -11,6 +11,10 @@ type PgbenchParams struct {
 	Clients    int  `json:"clients"`
 	Seconds    int  `json:"seconds"`
 	SelectOnly bool `json:"select_only"` // pgbench -S
+	// Via is where pgbench runs: "" or "inside" (the machine, on
+	// PostgreSQL's local socket), or "nic" (the server's host, in the
+	// machine's network namespace, straight to the guest's address).
+	Via string `json:"via,omitempty"`
 }
 
 // Pgbench is what a pgbench run reported.
@@ -30,5 +34,22 @@ type Pgbench struct {
 func (c *Client) BenchDatabasePgbench(ctx context.Context, id string, p PgbenchParams) (*Pgbench, error) {
 	var out Pgbench
 	err := c.do(ctx, request{method: "POST", path: "/v1/admin/bench/databases/" + url.PathEscape(id) + "/pgbench", body: p}, &out)
+	return &out, err
+}
+
+// DatabaseForkFloor is what a database fork stands on, measured on the
+// server's host: the engine's fork of the machine, then the child's first
+// query with the parent's password (no route, no password of its own).
+type DatabaseForkFloor struct {
+	ForkMs       float64 `json:"fork_ms"`
+	FirstQueryMs float64 `json:"first_query_ms"`
+	TotalMs      float64 `json:"total_ms"`
+}
+
+// BenchDatabaseForkFloor measures running database id's fork floor once
+// (admin keys only); the child is removed after.
+func (c *Client) BenchDatabaseForkFloor(ctx context.Context, id string) (*DatabaseForkFloor, error) {
+	var out DatabaseForkFloor
+	err := c.do(ctx, request{method: "POST", path: "/v1/admin/bench/databases/" + url.PathEscape(id) + "/fork-floor"}, &out)
 	return &out, err
 }
