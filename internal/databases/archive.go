@@ -35,6 +35,9 @@ const (
 	// down for longer than WAL takes to outgrow the slot's bound loses
 	// the slot.
 	rearmEvery = time.Minute
+	// archiveCallLimit bounds one database's turn in the archive loop
+	// (arm, then collecting its finished segments).
+	archiveCallLimit = 2 * time.Minute
 )
 
 // archiveScript readies a machine for archiving and starts pg_receivewal
@@ -46,7 +49,11 @@ const (
 // while the volume was full) takes no receiver again: it is dropped, with
 // the receiver looping on it and its partial segment, and made anew at
 // the current position ("slot-lost at LSN"; the archive has a gap up to
-// there). Finished segments stay for the host to collect; until they are
+// there). So is a slot past the bound that nothing streams from
+// (unreserved, inactive): its receiver is stuck (seen after a full
+// volume: the slot stayed unreserved and inactive for minutes with a
+// receiver looping on it), and the next checkpoint would invalidate it
+// anyway. Finished segments stay for the host to collect; until they are
 // gone the new receiver's start (after the newest of them) fails and it
 // tries again.
 const archiveScript = `set -e
@@ -62,7 +69,8 @@ if [ "$(q -c 'SHOW archive_timeout')" != 30s ] || [ "$(q -c 'SHOW max_slot_wal_k
   q -c "ALTER SYSTEM SET archive_timeout = '30s'" -c "ALTER SYSTEM SET max_slot_wal_keep_size = 'KEEPMB'" -c 'SELECT pg_reload_conf()' >/dev/null
 fi
 mkdir -p "$dir"; chown postgres:postgres "$dir"; chmod 700 "$dir"
-if [ "$(q -c "SELECT wal_status FROM pg_replication_slots WHERE slot_name = '` + archiveSlot + `'")" = lost ]; then
+slot=$(q -c "SELECT wal_status || ' ' || active FROM pg_replication_slots WHERE slot_name = '` + archiveSlot + `'")
+if [ "$slot" = "lost false" ] || [ "$slot" = "lost true" ] || [ "$slot" = "unreserved false" ]; then
   for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = pg_receivewal ] && kill ${p#/proc/} 2>/dev/null; done
   for i in $(seq 50); do receiving || break; sleep 0.1; done
   q -c "SELECT pg_drop_replication_slot('` + archiveSlot + `')" >/dev/null
@@ -103,7 +111,7 @@ func (s *Service) arm(ctx context.Context, d pandastack.Database, force bool) er
 	}
 	if _, after, lost := strings.Cut(out, "slot-lost at "); lost {
 		lsn, _, _ := strings.Cut(after, "\n")
-		s.log.Warn("WAL archive slot was invalidated (archiving fell behind by more than the WAL budget); made anew: restores to moments before this need a base backup from before the gap, and one is taken now",
+		s.log.Warn("WAL archive slot was invalidated or stuck past the WAL budget (archiving fell behind by more than it); made anew: restores to moments before this need a base backup from before the gap, and one is taken now",
 			"database", d.ID, "machine", d.MachineID, "resumed_at_lsn", lsn, "budget_mb", keep)
 		s.backupSoon(d)
 	}

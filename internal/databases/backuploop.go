@@ -52,9 +52,14 @@ func (s *Service) RunBackups(ctx context.Context) error {
 				continue
 			}
 			lastPull[d.ID] = now
-			if _, err := s.archive(ctx, d); err != nil && ctx.Err() == nil {
+			// Bounded: one database whose machine stopped answering
+			// (killed or deleted mid-call) must not hold up every other
+			// database's archiving and its slot's check.
+			actx, cancel := context.WithTimeout(ctx, archiveCallLimit)
+			if _, err := s.archive(actx, d); err != nil && ctx.Err() == nil {
 				s.log.Warn("archive WAL", "database", d.ID, "machine", d.MachineID, "err", err)
 			}
+			cancel()
 		}
 		if spec != nil && now.Sub(lastSchedule) >= time.Minute {
 			lastSchedule = now
