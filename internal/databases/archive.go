@@ -53,7 +53,10 @@ const (
 // (unreserved, inactive): its receiver is stuck (seen after a full
 // volume: the slot stayed unreserved and inactive for minutes with a
 // receiver looping on it), and the next checkpoint would invalidate it
-// anyway. Finished segments stay for the host to collect; until they are
+// anyway. A receiver running while its valid slot is inactive is
+// restarted, its partial segment removed (the slot still holds that WAL):
+// one that could not fill its preallocated segment on a full volume
+// loops on the short file forever. Finished segments stay for the host to collect; until they are
 // gone the new receiver's start (after the newest of them) fails and it
 // tries again.
 const archiveScript = `set -e
@@ -70,13 +73,19 @@ if [ "$(q -c 'SHOW archive_timeout')" != 30s ] || [ "$(q -c 'SHOW max_slot_wal_k
 fi
 mkdir -p "$dir"; chown postgres:postgres "$dir"; chmod 700 "$dir"
 slot=$(q -c "SELECT wal_status || ' ' || active FROM pg_replication_slots WHERE slot_name = '` + archiveSlot + `'")
-if [ "$slot" = "lost false" ] || [ "$slot" = "lost true" ] || [ "$slot" = "unreserved false" ]; then
+stopreceiver() {
   for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = pg_receivewal ] && kill ${p#/proc/} 2>/dev/null; done
   for i in $(seq 50); do receiving || break; sleep 0.1; done
-  q -c "SELECT pg_drop_replication_slot('` + archiveSlot + `')" >/dev/null
   rm -f "$dir"/*.partial
-  echo "slot-lost at $(q -c 'SELECT pg_current_wal_lsn()')"
-fi
+}
+case "$slot" in
+"lost "*|"unreserved false")
+  stopreceiver
+  q -c "SELECT pg_drop_replication_slot('` + archiveSlot + `')" >/dev/null
+  echo "slot-lost at $(q -c 'SELECT pg_current_wal_lsn()')" ;;
+*" false")
+  receiving && stopreceiver ;;
+esac
 if ! receiving; then
   runuser -u postgres -- $bin/pg_receivewal -h ` + pgSocketDir + ` -S ` + archiveSlot + ` --create-slot --if-not-exists
   setsid -f runuser -u postgres -- $bin/pg_receivewal -h ` + pgSocketDir + ` -D "$dir" -S ` + archiveSlot + ` -s 5 </dev/null >>` + DataMount + `/wal-archive.log 2>&1
