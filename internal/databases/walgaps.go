@@ -2,7 +2,6 @@ package databases
 
 import (
 	"sort"
-	"strconv"
 	"time"
 
 	"github.com/pandastack/pandastack"
@@ -53,16 +52,12 @@ func walGaps(id string, objs []objstore.Info, backups []pandastack.DatabaseBacku
 		n    uint64 // the segment's number on its timeline
 		mod  time.Time
 	}
-	per := uint64(0x100000000 / walSegmentSize)
 	var segs []seg
 	for _, o := range objs {
 		name := walNameOfKey(id, o.Key)
-		if !walSegmentRE.MatchString(name) {
-			continue
+		if n, ok := walSegmentNumber(name); ok {
+			segs = append(segs, seg{name, n, o.ModTime})
 		}
-		hi, _ := strconv.ParseUint(name[8:16], 16, 32)
-		lo, _ := strconv.ParseUint(name[16:24], 16, 32)
-		segs = append(segs, seg{name, hi*per + lo, o.ModTime})
 	}
 	sort.Slice(segs, func(i, j int) bool { return segs[i].name < segs[j].name })
 	done := make([]pandastack.DatabaseBackup, 0, len(backups))

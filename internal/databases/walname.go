@@ -54,13 +54,19 @@ func isWALFile(name string) bool {
 // walSegmentEnd is the LSN just past segment name: what an archive whose
 // newest segment is name holds all of.
 func walSegmentEnd(name string) (uint64, bool) {
+	n, ok := walSegmentNumber(name)
+	return (n + 1) * walSegmentSize, ok
+}
+
+// walSegmentNumber is segment name's number on its timeline (log id and
+// segment in one count).
+func walSegmentNumber(name string) (uint64, bool) {
 	if !walSegmentRE.MatchString(name) {
 		return 0, false
 	}
 	hi, _ := strconv.ParseUint(name[8:16], 16, 32)
 	lo, _ := strconv.ParseUint(name[16:24], 16, 32)
-	per := uint64(0x100000000 / walSegmentSize)
-	return (hi*per + lo + 1) * walSegmentSize, true
+	return hi*uint64(0x100000000/walSegmentSize) + lo, true
 }
 
 // basebackupPoints reads pg_basebackup -v's report: the WAL start point,
