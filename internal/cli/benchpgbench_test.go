@@ -15,3 +15,16 @@ func TestMedianRatio(t *testing.T) {
 		t.Fatalf("no yardstick: %v, want 0", got)
 	}
 }
+
+// TestRatioQuartiles: the spread of the rounds' ratios, rounds without a
+// yardstick left out; none at all reports nothing.
+func TestRatioQuartiles(t *testing.T) {
+	// Ratios 0.5, 1, 0.25, 0.75 (and a round with no yardstick).
+	got := ratioQuartiles([]float64{50, 100, 25, 75, 9}, []float64{100, 100, 100, 100, 0})
+	if len(got) != 2 || got[0] != 0.25 || got[1] != 0.75 {
+		t.Fatalf("quartiles %v, want [0.25 0.75]", got)
+	}
+	if got := ratioQuartiles([]float64{1}, []float64{0}); got != nil {
+		t.Fatalf("no yardstick: %v, want nil", got)
+	}
+}
