@@ -153,7 +153,10 @@ func socketArgs(dir string, qmpFD, agentFD int) []string {
 // changed by hand in all of them, 30 s windows in turn (2026-12-07): QEMU
 // CPU per idle sandbox 13.4 and 10.5 ticks (0.45 and 0.35 % of a core)
 // with it at 20, 5.6 and 3.8 ticks at 0; its context switches 1,399 and
-// 1,383 against 434 and 387.
+// 1,383 against 434 and 387. At 130 idle sandboxes (bench --density, the
+// build before against this one): CPU per idle sandbox 0.91 → 0.22 %, an
+// exec's p99 13.0 → 0.54 s, memory per sandbox unchanged (BENCHMARKS.md,
+// session 23).
 const DefaultCmdline = "console=ttyS0 quiet loglevel=3 panic=-1 random.trust_cpu=on rdinit=/init root=/dev/vda rw sysctl.vm.compaction_proactiveness=0"
 
 // machineType is QEMU's machine for m: microvm with ACPI, and without the
