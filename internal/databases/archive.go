@@ -56,9 +56,9 @@ const (
 // anyway. A receiver running while its valid slot is inactive is
 // restarted, its partial segment removed (the slot still holds that WAL):
 // one that could not fill its preallocated segment on a full volume
-// loops on the short file forever. Finished segments stay for the host to collect; until they are
-// gone the new receiver's start (after the newest of them) fails and it
-// tries again.
+// loops on the short file forever. Finished segments stay for the host
+// to collect; until they are gone the new receiver's start (after the
+// newest of them) fails and it tries again.
 const archiveScript = `set -e
 bin=` + pgBin + `; dir=` + archiveDir + `
 q() { runuser -u postgres -- $bin/psql -X -q -At -v ON_ERROR_STOP=1 -h ` + pgSocketDir + ` -d postgres "$@"; }

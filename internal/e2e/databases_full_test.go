@@ -60,7 +60,9 @@ func TestDatabaseVolumeFull(t *testing.T) {
 	// them; the test logs them per round, and they say where a PANIC
 	// came from.
 	walState := "none yet"
-	var lostAt time.Time // when a round first saw the archive slot invalidated, or past its bound with nothing streaming
+	// When a round first saw the archive slot invalidated, or past its
+	// bound with nothing streaming.
+	var lostAt time.Time
 	const walQuery = `SELECT format('lsn %s; slot %s; checkpoints timed %s requested %s, write %s ms sync %s ms',
   pg_current_wal_lsn(),
   coalesce((SELECT format('active %s status %s holds %s', active, wal_status, pg_size_pretty(pg_current_wal_lsn() - restart_lsn)) FROM pg_replication_slots LIMIT 1), 'none'),
