@@ -58,21 +58,22 @@ def handler(event, context):
         time.sleep(event["sleep"])
     print("hello from the log")
     return {"hello": event.get("name"), "count": count, "invocation": context.invocation_id,
-            "greeting": os.environ.get("GREETING"), "execution": context.execution_id}
+            "greeting": os.environ.get("GREETING"), "execution": context.execution_id,
+            "now": time.time()}
 `
 
 const nodeESM = `let count = 0;
 export async function handler(event, context) {
   count += 1;
   console.log("node log line");
-  return { hello: event.name, count, invocation: context.invocationId, style: "esm" };
+  return { hello: event.name, count, invocation: context.invocationId, style: "esm", now: Date.now() };
 }
 `
 
 const nodeCJS = `let count = 0;
 exports.handler = async (event, context) => {
   count += 1;
-  return { hello: event.name, count, style: "cjs" };
+  return { hello: event.name, count, style: "cjs", now: Date.now() };
 };
 `
 
@@ -130,8 +131,12 @@ func TestFunctions(t *testing.T) {
 		if f.Version != 1 || f.Latest.Runtime != "python" || len(f.Latest.EnvKeys) != 1 || f.Latest.EnvKeys[0] != "GREETING" {
 			t.Fatalf("deployed function: %+v", f)
 		}
+		// The snapshot's clock is the deploy's: a handler that ran before
+		// its VM's clock was stepped would see a time 3 s old.
+		time.Sleep(3 * time.Second)
 		ids := map[string]bool{}
 		for i := 0; i < 2; i++ {
+			sent := time.Now()
 			r, err := c.InvokeFunction(ctx, "py-hello", json.RawMessage(`{"name":"panda"}`))
 			if err != nil {
 				t.Fatalf("invoke: %v", err)
@@ -139,6 +144,10 @@ func TestFunctions(t *testing.T) {
 			m := decodeResult(t, r)
 			if m["hello"] != "panda" || m["count"] != float64(1) || m["greeting"] != "hi" || m["invocation"] != r.InvocationID {
 				t.Fatalf("invocation %d answered %v (header id %s); want hello=panda, count=1 (fresh VM), greeting=hi", i, m, r.InvocationID)
+			}
+			now, _ := m["now"].(float64)
+			if at := time.UnixMilli(int64(now * 1000)); at.Before(sent.Add(-time.Second)) || at.After(time.Now().Add(time.Second)) {
+				t.Fatalf("invocation %d: the handler's clock read %s, sent at %s: want the host's time", i, at.Format(time.RFC3339Nano), sent.Format(time.RFC3339Nano))
 			}
 			ids[r.InvocationID] = true
 			inv, err := c.GetInvocation(ctx, "py-hello", r.InvocationID)
@@ -297,11 +306,16 @@ func TestFunctions(t *testing.T) {
 
 	t.Run("node ES module and CommonJS handlers", func(t *testing.T) {
 		bundle := bundleOf(t, map[string]string{"index.mjs": nodeESM, "legacy.js": nodeCJS})
-		for _, fc := range []struct{ name, handler, style string }{{"node-esm", "index.handler", "esm"}, {"node-cjs", "legacy.handler", "cjs"}} {
+		fns := []struct{ name, handler, style string }{{"node-esm", "index.handler", "esm"}, {"node-cjs", "legacy.handler", "cjs"}}
+		for _, fc := range fns {
 			if _, err := c.DeployFunction(ctx, sdk.FunctionConfig{Name: fc.name, Runtime: "node", Handler: fc.handler}, bundle); err != nil {
 				t.Fatalf("deploy %s: %v", fc.name, err)
 			}
+		}
+		time.Sleep(3 * time.Second) // the snapshots' clocks fall 3 s behind (see the python case)
+		for _, fc := range fns {
 			for i := 0; i < 2; i++ {
+				sent := time.Now()
 				r, err := c.InvokeFunction(ctx, fc.name, json.RawMessage(`{"name":"panda"}`))
 				if err != nil {
 					t.Fatalf("invoke %s: %v", fc.name, err)
@@ -309,6 +323,10 @@ func TestFunctions(t *testing.T) {
 				m := decodeResult(t, r)
 				if m["hello"] != "panda" || m["count"] != float64(1) || m["style"] != fc.style {
 					t.Fatalf("%s answered %v; want hello=panda, count=1, style=%s", fc.name, m, fc.style)
+				}
+				now, _ := m["now"].(float64)
+				if at := time.UnixMilli(int64(now)); at.Before(sent.Add(-time.Second)) || at.After(time.Now().Add(time.Second)) {
+					t.Fatalf("%s: the handler's clock read %s, sent at %s: want the host's time", fc.name, at.Format(time.RFC3339Nano), sent.Format(time.RFC3339Nano))
 				}
 			}
 		}

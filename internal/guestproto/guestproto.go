@@ -24,6 +24,12 @@ import (
 // PortName is the virtio-serial port name the agent listens on.
 const PortName = "pandastack.agent"
 
+// DirectPortName is the second port of a machine that has one
+// (vmm.Machine.DirectPort): not the agent's; a process in the guest opens
+// it (/dev/vportNpM, found by this name under /sys/class/virtio-ports) and
+// talks to the host over it on its own terms.
+const DirectPortName = "pandastack.direct"
+
 // Frame types on the serial port.
 const (
 	FrameHello    byte = 1 // host → guest, payload Hello

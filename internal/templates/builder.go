@@ -248,7 +248,7 @@ func (b *Builder) BuildDef(ctx context.Context, def Def, progress io.Writer) (pa
 		}
 	}
 	m := b.machine(def, bt)
-	id := hashOf("bake", fmt.Sprint(layout), imgKey, bt.InitrdKey, bt.Kernel.Package, fmt.Sprint(m.CPUs, m.CPUModel, m.MemoryMiB, m.Cmdline, m.NoPIT, m.FreePageReporting), string(b.cfg.Driver.Accel()), qemuVersion(), def.Warm)
+	id := hashOf("bake", fmt.Sprint(layout), imgKey, bt.InitrdKey, bt.Kernel.Package, fmt.Sprint(m.CPUs, m.CPUModel, m.MemoryMiB, m.Cmdline, m.NoPIT, m.FreePageReporting, m.DirectPort), string(b.cfg.Driver.Accel()), qemuVersion(), def.Warm)
 	dir := b.dir(name, id)
 	step(4, "bake (cold boot, then save the VM)")
 	rec, err := readRecord(dir)
@@ -283,7 +283,8 @@ func (b *Builder) BuildDef(ctx context.Context, def Def, progress io.Writer) (pa
 // host's accelerator.
 func (b *Builder) machine(def Def, bt Boot) vmm.Machine {
 	return vmm.Machine{CPUs: def.CPUs, CPUModel: qemu.CPUModel(b.cfg.Driver.Accel()), MemoryMiB: def.MemoryMiB, Kernel: bt.Kernel.Vmlinuz, Initrd: bt.Initrd, Cmdline: qemu.KernelCmdline(b.cfg.Driver.Accel()),
-		NoPIT: qemu.NoPIT(b.cfg.Driver.Accel()), FreePageReporting: true, VolumeSlots: vmm.VolumeSlots}
+		NoPIT: qemu.NoPIT(b.cfg.Driver.Accel()), FreePageReporting: true, VolumeSlots: vmm.VolumeSlots,
+		DirectPort: true}
 }
 
 func catalogNames() string {

@@ -62,6 +62,13 @@ type Machine struct {
 	// every machine baked since volumes exist, 0 for one saved before
 	// (its snapshots restore onto the devices they were saved with).
 	VolumeSlots int `json:"volume_slots,omitempty"`
+	// DirectPort: the machine has a second virtio-serial port
+	// (guestproto.DirectPortName) that one process in the guest opens
+	// itself — a stream from the host straight to it, with no agent, no
+	// multiplexing and no guest TCP between (a function's runtime is
+	// called on it). A device, so part of the machine: records from
+	// before it have none.
+	DirectPort bool `json:"direct_port,omitempty"`
 }
 
 // BootSpec describes a cold boot.

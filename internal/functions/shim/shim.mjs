@@ -1,7 +1,11 @@
 // PandaStack function shim for Node: loads the handler once (before the
-// function's snapshot is taken), then serves invocations on a TCP port on
-// the guest's loopback: one connection per invocation, one JSON line each
-// way ({"event", "context"} in; {"ok", "result" | "error", "logs"} out).
+// function's snapshot is taken), then serves invocations, one JSON line
+// each way ({"event", "context"} in; {"ok", "result" | "error", "logs"}
+// out), on two ways in: the VM's direct port (a virtio-serial port of its
+// own, read here: lines one after another, the host's fresh invocations),
+// and a TCP port on the guest's loopback (one connection per invocation,
+// through the guest agent: deploys, warm invocations, machines without a
+// direct port).
 // ES modules (export async function handler) and CommonJS
 // (exports.handler) both load.
 //
@@ -115,6 +119,70 @@ async function load(dir, file, func, env) {
   return h;
 }
 
+const DIRECT_PORT = "pandastack.direct";
+
+// openDirect opens the VM's direct port: null when its machine has none;
+// it throws when there is one that will not open, since the host calls a
+// function on the port its machine has.
+function openDirect() {
+  const base = "/sys/class/virtio-ports";
+  let names;
+  try {
+    names = fs.readdirSync(base);
+  } catch {
+    return null;
+  }
+  for (const n of names) {
+    let name;
+    try {
+      name = fs.readFileSync(path.join(base, n, "name"), "utf8").trim();
+    } catch {
+      continue;
+    }
+    if (name === DIRECT_PORT) return fs.openSync("/dev/" + n, "r+");
+  }
+  return null;
+}
+
+// serveDirect answers the lines the host writes on the direct port, one
+// after another. The read waits in libuv's thread pool (a character
+// device has no readiness to poll); a read while no host holds the port
+// ends at once, and the next waits a pause that doubles from 2 ms to
+// 100 ms.
+function serveDirect(fd) {
+  const chunk = Buffer.alloc(1 << 16);
+  let pending = Buffer.alloc(0);
+  let pause = 2;
+  const next = () =>
+    fs.read(fd, chunk, 0, chunk.length, null, async (err, n) => {
+      if (err || n === 0) {
+        pending = Buffer.alloc(0);
+        setTimeout(next, pause);
+        pause = Math.min(2 * pause, 100);
+        return;
+      }
+      pause = 2;
+      pending = Buffer.concat([pending, chunk.subarray(0, n)]);
+      for (let i; (i = pending.indexOf(10)) >= 0; ) {
+        const line = pending.subarray(0, i).toString("utf8");
+        pending = pending.subarray(i + 1);
+        const reply = Buffer.from((await invoke(line)) + "\n");
+        for (let off = 0; off < reply.length; ) off += fs.writeSync(fd, reply, off);
+      }
+      next();
+    });
+  next();
+}
+
+// waitClock: a request on the direct port reaches the shim just after the
+// agent answered the host's hello, and the agent steps the wall clock from
+// the snapshot's time to the host's right after that answer: the handler
+// must not see the old time. The host sends its time (nowMs); a clock more
+// than a second behind it waits for the step (at most a second).
+async function waitClock(nowMs) {
+  for (let i = 0; nowMs && i < 1000 && Date.now() < nowMs - 1000; i++) await new Promise((r) => setTimeout(r, 1));
+}
+
 let handler;
 let port, state;
 if (process.argv[2] === "--wait") {
@@ -159,6 +227,7 @@ async function invoke(line) {
     if (body.warmup) return warmup(body);
     if (body.load) return await loadRequest(body.load);
     if (!handler) throw new LoadError("no handler is loaded");
+    await waitClock(body.now_ms);
     const result = await handler(body.event, context(body.context ?? {}));
     return JSON.stringify({ ok: true, result: result === undefined ? null : result, logs });
   } catch (e) {
@@ -221,4 +290,12 @@ const server = net.createServer((sock) => {
   });
   sock.on("error", () => {});
 });
+let direct;
+try {
+  direct = openDirect();
+} catch (e) {
+  fs.writeFileSync(path.join(state, "error"), `the shim could not open the VM's direct port: ${e.message}`);
+  process.exit(1);
+}
+if (direct !== null) serveDirect(direct);
 server.listen(port, "127.0.0.1", () => fs.writeFileSync(path.join(state, "ready"), ""));

@@ -15,9 +15,12 @@ import (
 const (
 	qmpSock   = "qmp.sock"
 	agentSock = "agent.sock"
-	serialLog = "serial.log"
-	qemuLog   = "qemu.log"
-	metaFile  = "vm.json"
+	// directSock serves the second port of a machine with one
+	// (vmm.Machine.DirectPort).
+	directSock = "direct.sock"
+	serialLog  = "serial.log"
+	qemuLog    = "qemu.log"
+	metaFile   = "vm.json"
 )
 
 // sandboxPolicy is QEMU's seccomp filter: no obsolete syscalls, no privilege
@@ -105,9 +108,12 @@ func buildArgs(s argSpec) []string {
 		"-serial", "chardev:serial",
 		"-drive", fmt.Sprintf("id=root,file=%s,format=%s,if=none,discard=unmap,cache=%s", disk, s.diskFormat, cache),
 		"-device", "virtio-blk-device,drive=root",
-		"-device", "virtio-serial-device,max_ports=2",
+		"-device", "virtio-serial-device,max_ports=" + maxPorts(s.m),
 		"-device", "virtserialport,chardev=agent,name=" + guestproto.PortName,
 		"-sandbox", sandboxPolicy,
+	}
+	if s.m.DirectPort {
+		args = append(args, "-device", "virtserialport,chardev=direct,name="+guestproto.DirectPortName)
 	}
 	args = append(args, volumeArgs(s.volFD, s.m.VolumeSlots)...)
 	if s.m.FreePageReporting {
@@ -121,22 +127,50 @@ func buildArgs(s argSpec) []string {
 	return append(pre, args...)
 }
 
-// socketArgs are the QMP and agent sockets' chardevs (the agent's port
-// refers to its id): QEMU listens on the descriptors qmpFD and agentFD the
-// server bound and passed, or, with fds below 0, binds the paths in dir
-// itself.
-func socketArgs(dir string, qmpFD, agentFD int) []string {
-	if qmpFD < 0 {
-		return []string{
+// maxPorts is the virtio-serial device's port count for m: QEMU keeps
+// port 0 for a console, so the agent's port needs two and a direct port
+// one more. The count is in the device's saved state: machines from
+// before direct ports keep theirs.
+func maxPorts(m vmm.Machine) string {
+	if m.DirectPort {
+		return "3"
+	}
+	return "2"
+}
+
+// socketArgs are the QMP, agent and (when m has one) direct sockets'
+// chardevs (the ports refer to their ids): QEMU listens on the descriptors
+// from fd on the server bound and passed (QMP, agent, direct), or, with fd
+// below 0, binds the paths in dir itself.
+func socketArgs(dir string, m vmm.Machine, fd int) []string {
+	if fd < 0 {
+		args := []string{
 			"-chardev", "socket,id=agent,path=" + filepath.Join(dir, agentSock) + ",server=on,wait=off",
 			"-qmp", "unix:" + filepath.Join(dir, qmpSock) + ",server=on,wait=off",
 		}
+		if m.DirectPort {
+			args = append(args, "-chardev", "socket,id=direct,path="+filepath.Join(dir, directSock)+",server=on,wait=off")
+		}
+		return args
 	}
-	return []string{
-		"-chardev", fmt.Sprintf("socket,id=agent,fd=%d,server=on,wait=off", agentFD),
-		"-chardev", fmt.Sprintf("socket,id=qmp,fd=%d,server=on,wait=off", qmpFD),
+	args := []string{
+		"-chardev", fmt.Sprintf("socket,id=agent,fd=%d,server=on,wait=off", fd+1),
+		"-chardev", fmt.Sprintf("socket,id=qmp,fd=%d,server=on,wait=off", fd),
 		"-mon", "chardev=qmp,mode=control",
 	}
+	if m.DirectPort {
+		args = append(args, "-chardev", fmt.Sprintf("socket,id=direct,fd=%d,server=on,wait=off", fd+2))
+	}
+	return args
+}
+
+// socketNames are the names of the sockets socketArgs passes for m, in its
+// order.
+func socketNames(m vmm.Machine) []string {
+	if m.DirectPort {
+		return []string{qmpSock, agentSock, directSock}
+	}
+	return []string{qmpSock, agentSock}
 }
 
 // DefaultCmdline is the guest kernel command line for PandaStack images.

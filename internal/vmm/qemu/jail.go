@@ -128,7 +128,7 @@ func (d *Driver) jailCommand(v *vm, uid int, args []string, f vmFiles, nfiles in
 	if err != nil {
 		return fail(fmt.Errorf("chown serial log: %w", err))
 	}
-	for _, name := range []string{qmpSock, agentSock} {
+	for _, name := range socketNames(v.machine) {
 		s, err := listenUnix(filepath.Join(v.dir, name))
 		if err != nil {
 			return fail(err)
@@ -163,7 +163,7 @@ func (d *Driver) jailCommand(v *vm, uid int, args []string, f vmFiles, nfiles in
 		d.log.Debug("vm cgroup limits the kernel refused", "vm", v.name, "skipped", skipped)
 	}
 	spec.Cgroups = dirs
-	full := append(append([]string(nil), args...), socketArgs(v.dir, 3+nfiles, 4+nfiles)...)
+	full := append(append([]string(nil), args...), socketArgs(v.dir, v.machine, 3+nfiles)...)
 	cmd, err = jail.Command(spec, d.cfg.Binary, full...)
 	if err != nil {
 		return fail(err)

@@ -361,6 +361,13 @@ func (d *Driver) prepare(ctx context.Context, id string, m vmm.Machine, diskSize
 	if v.agent, err = v.AgentConn(ctx); err != nil {
 		return fail(fmt.Errorf("connect agent socket: %w", err))
 	}
+	// So for the direct port: the process in the guest that reads it
+	// (blocked in its read when the snapshot was saved) keeps its host.
+	if m.DirectPort {
+		if v.direct, err = v.DirectConn(ctx); err != nil {
+			return fail(fmt.Errorf("connect direct socket: %w", err))
+		}
+	}
 	return v, nil
 }
 

@@ -460,13 +460,14 @@ func TestVolumeCopyInPooledProcess(t *testing.T) {
 // One saved with the PIT (every snapshot from before NoPIT under TCG)
 // carries the PIT's state, which QEMU refuses to load into a machine
 // without one; a hibernated sandbox or database saved before an upgrade
-// must still wake.
+// must still wake. So must one saved before machines had a direct port.
 func TestSnapshotRestoresOntoItsOwnMachine(t *testing.T) {
 	s := template(t)
 	d := newDriver(t, vmDir(t))
 	ctx := context.Background()
 	m := s.Machine
 	m.NoPIT = !qemu.NoPIT(d.Accel()) // not the machine this driver bakes
+	m.DirectPort = false              // nor has one saved before direct ports
 	dir := vmDir(t)
 	disk, mem := filepath.Join(dir, vmm.DiskFile), filepath.Join(dir, vmm.MemFile)
 	if err := cowfs.Clone(disk, s.Disk, 0o600); err != nil {
@@ -496,9 +497,13 @@ func TestSnapshotRestoresOntoItsOwnMachine(t *testing.T) {
 	t.Cleanup(func() { r.Kill(context.Background()) })
 	agent(t, r).Close()
 	hasMachine(t, r, m)
+	if _, err := r.(directConn).DirectConn(ctx); !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatalf("the direct port of a machine without one: %v, want ErrUnsupported", err)
+	}
 }
 
-// hasMachine fails unless v's QEMU runs with a PIT exactly when m has one.
+// hasMachine fails unless v's QEMU runs with a PIT and a direct port
+// exactly when m has them.
 func hasMachine(t *testing.T, v vmm.VM, m vmm.Machine) {
 	t.Helper()
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", v.PID()))
@@ -507,6 +512,9 @@ func hasMachine(t *testing.T, v vmm.VM, m vmm.Machine) {
 	}
 	if noPIT := strings.Contains(string(b), "pit=off"); noPIT != m.NoPIT {
 		t.Fatalf("QEMU runs with pit=off %v; the machine says NoPIT %v", noPIT, m.NoPIT)
+	}
+	if direct := strings.Contains(string(b), "name=pandastack.direct"); direct != m.DirectPort {
+		t.Fatalf("QEMU runs with a direct port %v; the machine says DirectPort %v", direct, m.DirectPort)
 	}
 }
 

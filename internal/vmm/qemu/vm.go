@@ -75,6 +75,7 @@ type vm struct {
 
 	mu     sync.Mutex
 	agent  net.Conn // connected before the state load, handed out once
+	direct net.Conn // the same for the direct port, when the machine has one
 	killed bool
 }
 
@@ -96,6 +97,37 @@ func (v *vm) AgentConn(ctx context.Context) (net.Conn, error) {
 	}
 	var d net.Dialer
 	return d.DialContext(ctx, "unix", v.AgentSocket())
+}
+
+// DirectConn returns the connection to the machine's direct port
+// (vmm.Machine.DirectPort) made while the VM was prepared, or a new one;
+// errors.ErrUnsupported when the machine has no such port. The port has
+// one host at a time: a second connection waits until the first closes.
+func (v *vm) DirectConn(ctx context.Context) (net.Conn, error) {
+	if !v.machine.DirectPort {
+		return nil, fmt.Errorf("vm %s: %w: its machine has no direct port", v.id, errors.ErrUnsupported)
+	}
+	v.mu.Lock()
+	c := v.direct
+	v.direct = nil
+	dir := v.dir
+	v.mu.Unlock()
+	if c != nil {
+		return c, nil
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, "unix", filepath.Join(dir, directSock))
+}
+
+// dropConns closes the connections made ahead and not handed out.
+// Called with v.mu held.
+func (v *vm) dropConns() {
+	for _, c := range []*net.Conn{&v.agent, &v.direct} {
+		if *c != nil {
+			(*c).Close()
+			*c = nil
+		}
+	}
 }
 
 // start launches QEMU with args as the VM's unprivileged user, jailed when
@@ -148,7 +180,7 @@ func (d *Driver) startVM(ctx context.Context, id string, uid int, args []string,
 		// Guest CPUs yield to the host's own work, above all to the kernel
 		// threads that serve their RAM and disk files' page faults: nice
 		// runs QEMU (and every thread it makes) at vmNice.
-		cmd = exec.Command(d.nice, append(append([]string{"-n", fmt.Sprint(vmNice), d.cfg.Binary}, args...), socketArgs(dir, -1, -1)...)...)
+		cmd = exec.Command(d.nice, append(append([]string{"-n", fmt.Sprint(vmNice), d.cfg.Binary}, args...), socketArgs(dir, m, -1)...)...)
 		cmd.Dir = dir
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 		if uid > 0 {
@@ -362,10 +394,7 @@ func (v *vm) slotFile(i int) (string, bool) {
 // Release drops the QMP and agent connections; the VM keeps running.
 func (v *vm) Release() {
 	v.mu.Lock()
-	if v.agent != nil {
-		v.agent.Close()
-		v.agent = nil
-	}
+	v.dropConns()
 	v.mu.Unlock()
 	if v.q != nil {
 		v.q.close()
@@ -381,10 +410,7 @@ func (v *vm) Kill(ctx context.Context) error {
 		return nil
 	}
 	v.killed = true
-	if v.agent != nil {
-		v.agent.Close()
-		v.agent = nil
-	}
+	v.dropConns()
 	v.mu.Unlock()
 	if v.q != nil {
 		v.q.close()
