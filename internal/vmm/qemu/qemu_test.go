@@ -467,7 +467,7 @@ func TestSnapshotRestoresOntoItsOwnMachine(t *testing.T) {
 	ctx := context.Background()
 	m := s.Machine
 	m.NoPIT = !qemu.NoPIT(d.Accel()) // not the machine this driver bakes
-	m.DirectPort = false              // nor has one saved before direct ports
+	m.DirectPort = false             // nor has one saved before direct ports
 	dir := vmDir(t)
 	disk, mem := filepath.Join(dir, vmm.DiskFile), filepath.Join(dir, vmm.MemFile)
 	if err := cowfs.Clone(disk, s.Disk, 0o600); err != nil {
