@@ -102,6 +102,23 @@ func decodeResult(t *testing.T, r *sdk.InvokeResult) map[string]any {
 	return m
 }
 
+// bigEvent invokes name (a handler that answers {"hello": event.name})
+// with an event of ~2 MiB: it reaches the handler whole, in the many
+// reads its VM's port takes, and so does the answer.
+func bigEvent(t *testing.T, c *sdk.Client, name string) {
+	t.Helper()
+	big := strings.Repeat("panda ", 350_000) + "end"
+	event, _ := json.Marshal(map[string]string{"name": big})
+	r, err := c.InvokeFunction(context.Background(), name, event)
+	if err != nil {
+		t.Fatalf("invoke %s with a %d-byte event: %v", name, len(event), err)
+	}
+	if m := decodeResult(t, r); m["hello"] != big {
+		got, _ := m["hello"].(string)
+		t.Fatalf("%s answered a %d-byte name for the %d bytes sent", name, len(got), len(big))
+	}
+}
+
 // Functions: deploy a Python and a Node handler (ES module and CommonJS)
 // into baked snapshots and invoke them, each call in a fresh microVM; a
 // raise, a timeout, bad bundles and bad bodies answer as documented; a
@@ -172,6 +189,10 @@ func TestFunctions(t *testing.T) {
 			}
 			return true
 		})
+	})
+
+	t.Run("a large event and its answer pass whole", func(t *testing.T) {
+		bigEvent(t, c, "py-hello")
 	})
 
 	t.Run("a handler that raises answers 200 with the function error", func(t *testing.T) {
@@ -330,6 +351,7 @@ func TestFunctions(t *testing.T) {
 				}
 			}
 		}
+		bigEvent(t, c, "node-esm")
 	})
 
 	t.Run("a per-second cron schedule fires with distinct execution ids", func(t *testing.T) {
