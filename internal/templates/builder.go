@@ -161,7 +161,11 @@ func (b *Builder) BootFiles(ctx context.Context, progress io.Writer) (Boot, erro
 
 // layout is the version of a baked template's files: a template baked in
 // another layout is baked again. 4: every VM has volume slots (vmm.VolumeSlots).
-const layout = 4
+// 5: a machine's direct port (vmm.Machine.DirectPort) has its host connected
+// when the bake is saved, as every restore connects it: the restored guest
+// sees no change of its host (a control message and a wake-up of the port's
+// reader, on every create's path).
+const layout = 5
 
 // record is template.json in a baked template's directory.
 type record struct {

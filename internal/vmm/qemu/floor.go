@@ -140,7 +140,7 @@ func (d *Driver) bareRestore(ctx context.Context, snap vmm.Snapshot, id string, 
 		return nil, vmm.RestoreTime{}, err
 	}
 	// What a pooled process did while it waited (prepare): capabilities
-	// set, the agent's socket connected.
+	// set, the agent's socket connected, and the direct port's.
 	caps := map[string]any{"capabilities": []map[string]any{
 		{"capability": "x-ignore-shared", "state": true}, {"capability": "events", "state": true}}}
 	if err := v.q.run(ctx, "migrate-set-capabilities", caps, nil); err != nil {
@@ -152,6 +152,13 @@ func (d *Driver) bareRestore(ctx context.Context, snap vmm.Snapshot, id string, 
 			return v, vmm.RestoreTime{}, fmt.Errorf("connect agent socket: %w", err)
 		}
 		defer agent.Close()
+	}
+	if snap.Machine.DirectPort {
+		direct, err := v.DirectConn(ctx)
+		if err != nil {
+			return v, vmm.RestoreTime{}, fmt.Errorf("connect direct socket: %w", err)
+		}
+		defer direct.Close()
 	}
 	loading := time.Now() // a create takes a pooled process here
 	done := func() vmm.RestoreTime {

@@ -254,6 +254,15 @@ func (d *Driver) Boot(ctx context.Context, spec vmm.BootSpec) (vmm.VM, error) {
 		return nil, err
 	}
 	v.mem, v.disk = spec.MemFile, spec.Disk
+	// The direct port's host is connected from the start, so a snapshot
+	// of this VM saves it connected, as every restore has it (prepare):
+	// a restored guest sees no change of host on the port.
+	if spec.Machine.DirectPort {
+		if v.direct, err = v.DirectConn(ctx); err != nil {
+			v.Kill(context.Background())
+			return nil, fmt.Errorf("connect direct socket: %w", err)
+		}
+	}
 	return v, nil
 }
 
