@@ -10,8 +10,11 @@ import (
 
 // Run delivers again the runs a previous server claimed but did not end
 // (same execution ids: the at-least-once window), then fires due
-// schedules every Tick until ctx is done, and waits for the runs in
-// flight.
+// schedules until ctx is done, and waits for the runs in flight. It looks
+// every Tick, and sooner when a schedule is due sooner: a run fires at
+// its time, not up to a Tick after it (a fixed tick made a per-second
+// schedule's lateness whatever the tick's phase happened to be, 0–200 ms,
+// the same for every run of one server).
 func (s *Service) Run(ctx context.Context) error {
 	open, err := s.cfg.Store.OpenRuns(ctx)
 	if err != nil {
@@ -25,10 +28,14 @@ func (s *Service) Run(ctx context.Context) error {
 		s.log.Info("cron: delivering a run again after a restart", "schedule", sc.ID, "execution", r.ID, "status", r.Status)
 		s.dispatch(ctx, sc, r)
 	}
-	t := time.NewTicker(s.cfg.Tick)
+	t := time.NewTimer(s.cfg.Tick)
 	defer t.Stop()
 	for {
-		s.Tick(ctx)
+		wait := s.cfg.Tick
+		if next := s.Tick(ctx); !next.IsZero() {
+			wait = min(wait, max(next.Sub(s.cfg.Now()), 5*time.Millisecond))
+		}
+		t.Reset(wait)
 		select {
 		case <-ctx.Done():
 			s.wg.Wait()
@@ -38,16 +45,23 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 }
 
-// Tick fires every schedule that is due.
-func (s *Service) Tick(ctx context.Context) {
+// Tick fires every schedule that is due, and returns the earliest time a
+// schedule is due next (zero: none is).
+func (s *Service) Tick(ctx context.Context) (next time.Time) {
 	scheds, err := s.cfg.Store.ListSchedules(ctx, "")
 	if err != nil {
 		s.log.Error("cron: list schedules", "err", err)
-		return
+		return time.Time{}
+	}
+	earliest := func(t *time.Time) {
+		if t != nil && (next.IsZero() || t.Before(next)) {
+			next = *t
+		}
 	}
 	now := s.cfg.Now().UTC()
 	for _, sc := range scheds {
 		if sc.NextFireAt == nil || sc.NextFireAt.After(now) {
+			earliest(sc.NextFireAt)
 			continue
 		}
 		spec, err := Parse(sc.Expr, sc.TZ)
@@ -55,8 +69,8 @@ func (s *Service) Tick(ctx context.Context) {
 			s.log.Error("cron: a stored schedule does not parse", "schedule", sc.ID, "err", err)
 			continue
 		}
-		runs, next := Plan(sc, spec, now, s.cfg.Grace)
-		ok, err := s.cfg.Store.ClaimRuns(ctx, sc.ID, sc.NextFireAt, next, runs)
+		runs, after := Plan(sc, spec, now, s.cfg.Grace)
+		ok, err := s.cfg.Store.ClaimRuns(ctx, sc.ID, sc.NextFireAt, after, runs)
 		if err != nil {
 			s.log.Error("cron: claim runs", "schedule", sc.ID, "err", err)
 			continue
@@ -64,12 +78,14 @@ func (s *Service) Tick(ctx context.Context) {
 		if !ok {
 			continue // claimed by another (or deleted)
 		}
+		earliest(after)
 		for _, r := range runs {
 			if r.Status == RunPending {
 				s.dispatch(ctx, sc, r)
 			}
 		}
 	}
+	return next
 }
 
 // Plan decides what schedule sc, due at *sc.NextFireAt, fires at now: the

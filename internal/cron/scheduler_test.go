@@ -290,3 +290,25 @@ func TestStopLeavesTheRunInFlightOpen(t *testing.T) {
 		t.Fatalf("after the next start: %+v, want succeeded on its second attempt", rs[0])
 	}
 }
+
+// Tick says when a schedule is due next — the one it fired included —
+// so Run wakes at that time, not up to a tick after it.
+func TestTickReturnsTheNextDueTime(t *testing.T) {
+	st := newStore(t)
+	c := &clock{t: t0}
+	svc := newService(st, &invoker{}, c)
+	if next := svc.Tick(t.Context()); !next.IsZero() {
+		t.Fatalf("with no schedules Tick said %v is due next", next)
+	}
+	create(t, svc, "* * * * * *", cron.OverlapAllow)    // every second
+	create(t, svc, "*/10 * * * * *", cron.OverlapAllow) // every ten seconds
+	c.set(t0.Add(300 * time.Millisecond))
+	if next := svc.Tick(t.Context()); !next.Equal(t0.Add(time.Second)) {
+		t.Fatalf("at %v Tick said %v is due next, want %v", c.now(), next, t0.Add(time.Second))
+	}
+	c.set(t0.Add(time.Second + 20*time.Millisecond)) // the per-second one is due and fires
+	if next := svc.Tick(t.Context()); !next.Equal(t0.Add(2 * time.Second)) {
+		t.Fatalf("after firing at %v Tick said %v is due next, want %v", c.now(), next, t0.Add(2*time.Second))
+	}
+	svc.Wait()
+}
