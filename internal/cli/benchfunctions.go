@@ -36,6 +36,15 @@ type functionsBenchResult struct {
 	PythonFreshP99 float64 `json:"fn_python_fresh_p99_ms"`
 	NodeFreshP50   float64 `json:"fn_node_fresh_p50_ms"`
 	NodeFreshP99   float64 `json:"fn_node_fresh_p99_ms"`
+	// The same, each invocation alone: started benchAlonePause after the
+	// one before answered, once its VM's teardown and the pool's refill
+	// behind it are done. One after another, each overlaps that work of
+	// the one before (on 2 cores under TCG it shares the CPU with it):
+	// those figures are a steady load's, these one invocation's.
+	PythonFreshAloneP50 float64 `json:"fn_python_fresh_alone_p50_ms"`
+	PythonFreshAloneP99 float64 `json:"fn_python_fresh_alone_p99_ms"`
+	NodeFreshAloneP50   float64 `json:"fn_node_fresh_alone_p50_ms"`
+	NodeFreshAloneP99   float64 `json:"fn_node_fresh_alone_p99_ms"`
 	// The floor a fresh invocation stands on, measured in the same run: a
 	// plain sandbox create from the base template the functions are baked
 	// from (POST /v1/sandboxes until its guest agent answered), killed
@@ -66,6 +75,7 @@ type functionsBenchResult struct {
 	FnNodeAnswerFloorP50      float64 `json:"fn_node_answer_floor_ms"`
 	FnParallel20AnswerFloor   float64 `json:"fn_parallel20_answer_floor_ms"`
 	PythonFreshAnswerRatio    float64 `json:"fn_python_fresh_answer_floor_ratio"`
+	PythonAloneAnswerRatio    float64 `json:"fn_python_fresh_alone_answer_floor_ratio"`
 	NodeFreshAnswerRatio      float64 `json:"fn_node_fresh_answer_floor_ratio"`
 	Parallel20AnswerFloorRate float64 `json:"fn_parallel20_answer_floor_ratio"`
 	// Warm invocations (isolation warm, after a first call).
@@ -85,6 +95,10 @@ type functionsBenchResult struct {
 // benchRedeploys is how many times each hello function is deployed again
 // for the deploy p50/p99.
 const benchRedeploys = 5
+
+// benchAlonePause is the pause before each invocation measured alone
+// (a variable for tests).
+var benchAlonePause = time.Second
 
 const (
 	benchPyHandler   = "def handler(event, context):\n    return {'hello': event.get('name')}\n"
@@ -124,9 +138,10 @@ func benchFunctions(ctx context.Context, c *sdk.Client, n, cronRuns int, progres
 		}
 		return ms(time.Since(t0)), err
 	}
-	series := func(name string, n int) (p50, p99 float64, err error) {
+	series := func(name string, n int, pause time.Duration) (p50, p99 float64, err error) {
 		var xs []float64
 		for range n {
+			time.Sleep(pause)
 			d, err := invoke(name)
 			if err != nil {
 				return 0, 0, err
@@ -165,10 +180,17 @@ func benchFunctions(ctx context.Context, c *sdk.Client, n, cronRuns int, progres
 		return nil, fmt.Errorf("create floor: %w", err)
 	}
 	progress("%d fresh invocations each (python, node), then warm", n)
-	if res.PythonFreshP50, res.PythonFreshP99, err = series(names["python"], n); err != nil {
+	if res.PythonFreshP50, res.PythonFreshP99, err = series(names["python"], n, 0); err != nil {
 		return nil, err
 	}
-	if res.NodeFreshP50, res.NodeFreshP99, err = series(names["node"], n); err != nil {
+	if res.NodeFreshP50, res.NodeFreshP99, err = series(names["node"], n, 0); err != nil {
+		return nil, err
+	}
+	progress("%d fresh invocations each alone (%s after the one before)", n, benchAlonePause)
+	if res.PythonFreshAloneP50, res.PythonFreshAloneP99, err = series(names["python"], n, benchAlonePause); err != nil {
+		return nil, err
+	}
+	if res.NodeFreshAloneP50, res.NodeFreshAloneP99, err = series(names["node"], n, benchAlonePause); err != nil {
 		return nil, err
 	}
 	res.InvokeFreshP50 = res.PythonFreshP50
@@ -177,7 +199,7 @@ func benchFunctions(ctx context.Context, c *sdk.Client, n, cronRuns int, progres
 	if _, err := invoke(names["warm"]); err != nil { // the first call starts the warm VM
 		return nil, err
 	}
-	if res.WarmP50, res.WarmP99, err = series(names["warm"], n); err != nil {
+	if res.WarmP50, res.WarmP99, err = series(names["warm"], n, 0); err != nil {
 		return nil, err
 	}
 	progress("bare restores of the python function's snapshot, 5 one by one and 20 at once (the floors)")
@@ -192,6 +214,7 @@ func benchFunctions(ctx context.Context, c *sdk.Client, n, cronRuns int, progres
 	} else {
 		res.FnAnswerFloorP50, res.FnParallel20AnswerFloor = f.LoadP50Ms, f.ParallelMs
 		res.PythonFreshAnswerRatio = ratio(res.PythonFreshP50, res.FnAnswerFloorP50)
+		res.PythonAloneAnswerRatio = ratio(res.PythonFreshAloneP50, res.FnAnswerFloorP50)
 	}
 	if f, err := c.BenchFunctionAnswerFloor(ctx, names["node"], 5, 0); err == nil {
 		res.FnNodeAnswerFloorP50 = f.LoadP50Ms

@@ -101,10 +101,14 @@ func benchStandIn(t *testing.T, okInvokes int) (*sdk.Client, func() map[string]i
 // from run times and each fresh p50's ratio to the floor, and the floors on
 // the function's own snapshot (one restore, 20 at once) with their ratios.
 func TestBenchFunctionsPlumbing(t *testing.T) {
+	shortAlonePause(t)
 	c, calls := benchStandIn(t, 0)
 	res, err := benchFunctions(context.Background(), c, 4, 3, func(string, ...any) {})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if res.PythonFreshAloneP50 <= 0 || res.PythonFreshAloneP99 < res.PythonFreshAloneP50 || res.NodeFreshAloneP50 <= 0 {
+		t.Fatalf("invocations alone: %+v", res)
 	}
 	if res.Invocations != 4 || res.PythonFreshP50 <= 0 || res.WarmP99 <= 0 || res.Parallel20Ms <= 0 || res.CronLatenessP50Ms != 100 || res.CronLatenessP99Ms != 100 ||
 		res.CreateFloorP50 <= 0 || res.DeployNodeP99 <= 0 || res.InvokeFreshP50 != res.PythonFreshP50 || res.InvokeFreshFloorRatio != res.PythonFreshP50/res.CreateFloorP50 || res.Parallel20Failed != 0 {
@@ -119,9 +123,9 @@ func TestBenchFunctionsPlumbing(t *testing.T) {
 		t.Fatalf("function answer floors: %+v", res)
 	}
 	// 4 plain creates (the floor), each killed; 3 deploys and 2×5 more; 4 python + 4
-	// node + 1 + 4 warm + 20 parallel invocations; all removed.
+	// node, the same alone, 1 + 4 warm and 20 parallel invocations; all removed.
 	n := calls()
-	if n["POST /v1/functions"] != 3+2*benchRedeploys || n["invoke"] != 33 || n["delete function"] != 3 || n["DELETE /v1/schedules/cron_1"] != 1 ||
+	if n["POST /v1/functions"] != 3+2*benchRedeploys || n["invoke"] != 41 || n["delete function"] != 3 || n["DELETE /v1/schedules/cron_1"] != 1 ||
 		n["POST /v1/sandboxes"] != 4 || n["DELETE /v1/sandboxes/sbx_1"] != 4 || n["POST /v1/admin/bench/floor"] != 3 {
 		t.Fatalf("calls: %v", n)
 	}
@@ -131,7 +135,8 @@ func TestBenchFunctionsPlumbing(t *testing.T) {
 // run's other figures are still reported (a loaded machine can starve a
 // burst).
 func TestBenchFunctionsCountsParallelFailures(t *testing.T) {
-	c, _ := benchStandIn(t, 13) // the sequential ones succeed, the 20 at once fail
+	shortAlonePause(t)
+	c, _ := benchStandIn(t, 21) // the sequential ones succeed, the 20 at once fail
 	res, err := benchFunctions(context.Background(), c, 4, 0, func(string, ...any) {})
 	if err != nil {
 		t.Fatal(err)
@@ -139,4 +144,12 @@ func TestBenchFunctionsCountsParallelFailures(t *testing.T) {
 	if res.Parallel20Failed != 20 || !strings.Contains(res.Parallel20Error, "did not become ready") || res.PythonFreshP50 <= 0 || res.InvokeFreshFloorRatio <= 0 {
 		t.Fatalf("result: %+v", res)
 	}
+}
+
+// shortAlonePause makes the pause before an invocation measured alone
+// short for the test.
+func shortAlonePause(t *testing.T) {
+	pause := benchAlonePause
+	benchAlonePause = 10 * time.Millisecond
+	t.Cleanup(func() { benchAlonePause = pause })
 }
