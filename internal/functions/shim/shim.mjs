@@ -168,7 +168,11 @@ function serveDirect(fd) {
         const line = Buffer.concat(pending).toString("utf8");
         pending = [];
         const reply = Buffer.from((await invoke(line)) + "\n");
-        for (let off = 0; off < reply.length; ) off += fs.writeSync(fd, reply, off);
+        try {
+          for (let off = 0; off < reply.length; ) off += fs.writeSync(fd, reply, off);
+        } catch {
+          // the host is gone (its VM ends): the reply with it
+        }
       }
       if (data.length) pending.push(Buffer.from(data)); // chunk is read into again
       next();

@@ -213,7 +213,7 @@ def serve(srv, direct):
             if time.monotonic() >= resume:
                 ways.append(direct)
             else:
-                timeout = resume - time.monotonic()
+                timeout = max(0.0, resume - time.monotonic())
         ready, _, _ = select.select(ways, [], [], timeout)
         if direct in ready:
             data = os.read(direct, 1 << 16)
@@ -227,8 +227,11 @@ def serve(srv, direct):
                     pending.append(data[:end])
                     line, pending, data = b"".join(pending), [], data[end + 1:]
                     reply = memoryview(invoke(line).encode() + b"\n")
-                    while reply:
-                        reply = reply[os.write(direct, reply):]
+                    try:
+                        while reply:
+                            reply = reply[os.write(direct, reply):]
+                    except OSError:
+                        pass  # the host is gone (its VM ends): the reply with it
                     end = data.find(b"\n")
                 if data:
                     pending.append(data)
