@@ -88,15 +88,7 @@ func (v *vm) Exited() <-chan struct{} { return v.exited }
 // AgentConn returns the agent connection made while the VM was prepared, or
 // a new one.
 func (v *vm) AgentConn(ctx context.Context) (net.Conn, error) {
-	v.mu.Lock()
-	c := v.agent
-	v.agent = nil
-	v.mu.Unlock()
-	if c != nil {
-		return c, nil
-	}
-	var d net.Dialer
-	return d.DialContext(ctx, "unix", v.AgentSocket())
+	return v.takeOrDial(ctx, &v.agent, agentSock)
 }
 
 // DirectConn returns the connection to the machine's direct port
@@ -107,16 +99,22 @@ func (v *vm) DirectConn(ctx context.Context) (net.Conn, error) {
 	if !v.machine.DirectPort {
 		return nil, fmt.Errorf("vm %s: %w: its machine has no direct port", v.id, errors.ErrUnsupported)
 	}
+	return v.takeOrDial(ctx, &v.direct, directSock)
+}
+
+// takeOrDial hands out the connection made ahead in *ahead (once), or
+// connects to the VM's socket named sock.
+func (v *vm) takeOrDial(ctx context.Context, ahead *net.Conn, sock string) (net.Conn, error) {
 	v.mu.Lock()
-	c := v.direct
-	v.direct = nil
+	c := *ahead
+	*ahead = nil
 	dir := v.dir
 	v.mu.Unlock()
 	if c != nil {
 		return c, nil
 	}
 	var d net.Dialer
-	return d.DialContext(ctx, "unix", filepath.Join(dir, directSock))
+	return d.DialContext(ctx, "unix", filepath.Join(dir, sock))
 }
 
 // dropConns closes the connections made ahead and not handed out.
