@@ -26,9 +26,9 @@ func (c *Client) DialPortSend(ctx context.Context, port int, first []byte) (net.
 		return nil, err
 	}
 	pkt.Write(first)
-	st, err := c.mux.OpenStream()
+	st, err := c.openStream(ctx)
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, err
 	}
 	stop := context.AfterFunc(ctx, func() { st.Close() })
 	defer stop()

@@ -45,6 +45,35 @@ func (c *Conn) Close() error { return c.nc.Close() }
 // Handshake sends Hello (the host's clock and fresh entropy) and waits for the
 // agent's answer: the moment a sandbox is ready.
 func (c *Conn) Handshake(ctx context.Context) (*Client, guestproto.HelloAck, error) {
+	cl := newClient(c)
+	ack, err := cl.begin(ctx)
+	if err != nil {
+		return nil, ack, err
+	}
+	return cl, ack, nil
+}
+
+// Deferred is a Client on c whose session begins at its first operation,
+// not now: the Hello, with what it does in the guest (the RNG reseed, the
+// clock step), is sent then, bounded by timeout. For a VM its caller
+// reaches another way first, doing that part itself (a fresh function
+// invocation on the direct port: under TCG the agent's answer is ~80 ms
+// of first-run guest code). begun, if not nil, runs once the agent has
+// answered.
+func (c *Conn) Deferred(timeout time.Duration, begun func()) *Client {
+	cl := newClient(c)
+	cl.timeout, cl.begun = timeout, begun
+	return cl
+}
+
+func newClient(c *Conn) *Client {
+	cl := &Client{conn: c, done: make(chan struct{})}
+	cl.pr, cl.pw = io.Pipe()
+	return cl
+}
+
+// hello sends a Hello and waits for its answer.
+func (c *Conn) hello(ctx context.Context) (guestproto.HelloAck, error) {
 	var ack guestproto.HelloAck
 	seed := make([]byte, 64)
 	_, _ = rand.Read(seed)
@@ -58,7 +87,7 @@ func (c *Conn) Handshake(ctx context.Context) (*Client, guestproto.HelloAck, err
 	stop := context.AfterFunc(ctx, func() { _ = c.nc.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	if err := guestproto.WriteFrame(c.nc, guestproto.FrameHello, b); err != nil {
-		return nil, ack, fmt.Errorf("send hello: %w", err)
+		return ack, fmt.Errorf("send hello: %w", err)
 	}
 	for {
 		typ, p, buf, err := guestproto.ReadFrame(c.nc, c.buf)
@@ -67,13 +96,13 @@ func (c *Conn) Handshake(ctx context.Context) (*Client, guestproto.HelloAck, err
 			if ctx.Err() != nil {
 				err = ctx.Err()
 			}
-			return nil, ack, fmt.Errorf("wait for agent hello: %w", err)
+			return ack, fmt.Errorf("wait for agent hello: %w", err)
 		}
 		if typ != guestproto.FrameHelloAck {
 			continue // stale bytes from an earlier session
 		}
 		if ack, err = guestproto.UnmarshalHelloAck(p); err != nil {
-			return nil, ack, fmt.Errorf("decode hello ack: %w", err)
+			return ack, fmt.Errorf("decode hello ack: %w", err)
 		}
 		if ack.Session == h.Session {
 			break
@@ -81,16 +110,54 @@ func (c *Conn) Handshake(ctx context.Context) (*Client, guestproto.HelloAck, err
 	}
 	stop()
 	_ = c.nc.SetDeadline(time.Time{})
-	cl := &Client{conn: c, session: h.Session}
-	cl.pr, cl.pw = io.Pipe()
-	mux, err := yamux.Client(cl, muxConfig())
+	return ack, nil
+}
+
+// begin shakes hands and starts the session's multiplexer.
+func (c *Client) begin(ctx context.Context) (guestproto.HelloAck, error) {
+	ack, err := c.conn.hello(ctx)
 	if err != nil {
-		return nil, ack, err
+		return ack, err
 	}
-	cl.mux = mux
-	go cl.readLoop()
-	go cl.refuseGuestStreams()
-	return cl, ack, nil
+	mux, err := yamux.Client(c, muxConfig())
+	if err != nil {
+		return ack, err
+	}
+	c.mux = mux
+	go c.readLoop()
+	go c.refuseGuestStreams()
+	go func() {
+		select {
+		case <-mux.CloseChan():
+			c.Close()
+		case <-c.done:
+		}
+	}()
+	return ack, nil
+}
+
+// session is the client's multiplexer, the session begun first if it was
+// deferred (Deferred).
+func (c *Client) session(ctx context.Context) (*yamux.Session, error) {
+	c.smu.Lock()
+	defer c.smu.Unlock()
+	if c.mux != nil {
+		return c.mux, nil
+	}
+	select {
+	case <-c.done:
+		return nil, unavailable(net.ErrClosed)
+	default:
+	}
+	hctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	if _, err := c.begin(hctx); err != nil {
+		return nil, unavailable(fmt.Errorf("begin the deferred session: %w", err))
+	}
+	if c.begun != nil {
+		c.begun()
+	}
+	return c.mux, nil
 }
 
 // refuseGuestStreams ends the session when the guest opens a stream: the
@@ -125,13 +192,17 @@ func muxConfig() *yamux.Config {
 // Client is a session with a guest agent. Safe for concurrent use.
 type Client struct {
 	conn    *Conn
-	session string
 	pr      *io.PipeReader
 	pw      *io.PipeWriter
-	mux     *yamux.Session
 	wmu     sync.Mutex
 	once    sync.Once
 	refused atomic.Bool
+	done    chan struct{} // closed by Close
+
+	smu     sync.Mutex
+	mux     *yamux.Session // nil until a deferred session begins
+	timeout time.Duration  // a deferred session's handshake
+	begun   func()
 }
 
 // Read, Write and Close make the Client the yamux transport.
@@ -153,6 +224,7 @@ func (c *Client) Write(p []byte) (int, error) {
 // Close ends the session and the transport.
 func (c *Client) Close() error {
 	c.once.Do(func() {
+		close(c.done)
 		c.pw.CloseWithError(io.EOF)
 		c.conn.Close()
 	})
@@ -178,11 +250,24 @@ func (c *Client) readLoop() {
 }
 
 // Done is closed when the session is over.
-func (c *Client) Done() <-chan struct{} { return c.mux.CloseChan() }
+func (c *Client) Done() <-chan struct{} { return c.done }
+
+// openStream opens a stream in the session (begun first if deferred).
+func (c *Client) openStream(ctx context.Context) (net.Conn, error) {
+	mux, err := c.session(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st, err := mux.OpenStream()
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	return st, nil
+}
 
 // open starts an operation on a new stream. Cancelling ctx closes the stream.
 func (c *Client) open(ctx context.Context, req guestproto.Request) (*guestproto.Conn, func(), error) {
-	st, err := c.mux.OpenStream()
+	st, err := c.openStream(ctx)
 	if err != nil {
 		return nil, nil, unavailable(err)
 	}

@@ -285,9 +285,9 @@ func (c *Client) DialPort(ctx context.Context, port int) (net.Conn, error) {
 	if port < 1 || port > 65535 {
 		return nil, pandastack.Errorf(pandastack.EInvalid, "port %d is outside 1-65535", port)
 	}
-	st, err := c.mux.OpenStream()
+	st, err := c.openStream(ctx)
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, err
 	}
 	stop := context.AfterFunc(ctx, func() { st.Close() })
 	defer stop()
