@@ -195,9 +195,10 @@ func listenUnix(path string) (*os.File, error) {
 // snapshot's memory file cold (a clone has a page cache of its own), and
 // under a cap of vmReadBPS a wake waited out ~90 ms of read-around
 // (measured under TCG: wake 203 ms capped from the start, 105 ms capped
-// from the answer, 92 ms with no cgroup). Safe to call more than once.
+// from the answer, 92 ms with no cgroup). Calls after the first do
+// nothing.
 func (v *vm) Settle() error {
-	if !v.d.jailed || v.d.cgroups == nil {
+	if !v.d.jailed || v.d.cgroups == nil || v.settled.Swap(true) {
 		return nil
 	}
 	return v.d.cgroups.CapReads(v.name, v.d.ioDev, v.d.limits(v.machine).ReadBPS)

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -72,6 +73,8 @@ type vm struct {
 	noNet bool
 	// started is when its QEMU process was executed.
 	started time.Time
+	// settled is set once Settle put on its caps.
+	settled atomic.Bool
 
 	mu     sync.Mutex
 	agent  net.Conn // connected before the state load, handed out once
