@@ -493,6 +493,13 @@ type CreateRequest struct {
 	ManagedBy string
 	// OnExpiry is what the TTL's end does (Sandbox.OnExpiry).
 	OnExpiry OnExpiry
+	// DeferSession starts the guest agent's session at the first use of
+	// the sandbox's guest instead of before the create answers: the
+	// caller reaches the VM on its direct port first and does in the
+	// guest what the agent's hello does (reseed the kernel's RNG, step
+	// the clock), or begins the session before the guest runs anything
+	// of a user's. With Snapshot only.
+	DeferSession bool
 }
 
 // Guest is the live connection to one sandbox's guest agent.

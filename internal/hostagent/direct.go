@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 )
 
 // directConner is implemented by VMs whose machine may have a direct port
@@ -33,5 +34,29 @@ func (g *guest) DialDirect(ctx context.Context) (net.Conn, error) {
 		release()
 		return nil, err
 	}
+	if st, ok := v.(settler); ok {
+		c = &answerConn{Conn: c, answered: func() {
+			if err := st.Settle(); err != nil {
+				g.log.Warn("vm caps after its guest answered", "vm", id, "err", err)
+			}
+		}}
+	}
 	return &busyConn{Conn: c, release: release}, nil
+}
+
+// answerConn calls answered, in the background, when the first bytes
+// come from the guest: its first answer, when the agent's session was
+// deferred (Agent.deferSession).
+type answerConn struct {
+	net.Conn
+	once     sync.Once
+	answered func()
+}
+
+func (c *answerConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.once.Do(func() { go c.answered() })
+	}
+	return n, err
 }

@@ -258,9 +258,14 @@ func (a *Agent) Create(ctx context.Context, spec hostapi.MachineSpec) (hostapi.M
 	return m, nil
 }
 
-// register connects to a restored VM's agent and records the machine.
+// register connects to a restored VM's agent and records the machine;
+// with spec.DeferSession its session begins at the guest's first use.
 func (a *Agent) register(ctx context.Context, v vmm.VM, spec hostapi.MachineSpec, tpl pandastack.Template, cpus, mem int) (hostapi.Machine, error) {
-	client, err := a.connect(ctx, v)
+	connect := a.connect
+	if spec.DeferSession && len(spec.Volumes) == 0 {
+		connect = a.deferSession
+	}
+	client, err := connect(ctx, v)
 	if err != nil {
 		v.Kill(context.Background())
 		return hostapi.Machine{}, &pandastack.Error{Code: pandastack.EUnavailable, Message: "the sandbox did not become ready", Err: err}
@@ -324,18 +329,9 @@ func (a *Agent) connect(ctx context.Context, v vmm.VM) (*guestconn.Client, error
 		case <-stop:
 		}
 	}()
-	var c *guestconn.Conn
-	if ac, ok := v.(agentConner); ok {
-		nc, err := ac.AgentConn(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("connect agent: %w", err)
-		}
-		c = guestconn.NewConn(nc)
-	} else {
-		var err error
-		if c, err = guestconn.Dial(ctx, v.AgentSocket()); err != nil {
-			return nil, err
-		}
+	c, err := dialAgent(ctx, v)
+	if err != nil {
+		return nil, err
 	}
 	client, _, err := c.Handshake(ctx)
 	if err != nil {
@@ -347,12 +343,42 @@ func (a *Agent) connect(ctx context.Context, v vmm.VM) (*guestconn.Client, error
 		}
 		return nil, err
 	}
+	a.settle(v)
+	return client, nil
+}
+
+// deferSession connects the VM's agent transport and returns a session
+// that begins at its first use (guestconn.Conn.Deferred): until then the
+// guest runs none of the agent's code. The caps that hold from the
+// guest's first answer are put on at the session's begin or the direct
+// port's first answer (direct.go), whichever comes first.
+func (a *Agent) deferSession(ctx context.Context, v vmm.VM) (*guestconn.Client, error) {
+	c, err := dialAgent(ctx, v)
+	if err != nil {
+		return nil, err
+	}
+	return c.Deferred(a.cfg.ReadyTimeout, func() { a.settle(v) }), nil
+}
+
+// dialAgent connects the transport to v's agent.
+func dialAgent(ctx context.Context, v vmm.VM) (*guestconn.Conn, error) {
+	if ac, ok := v.(agentConner); ok {
+		nc, err := ac.AgentConn(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("connect agent: %w", err)
+		}
+		return guestconn.NewConn(nc), nil
+	}
+	return guestconn.Dial(ctx, v.AgentSocket())
+}
+
+// settle puts on v's caps that hold from its guest's first answer.
+func (a *Agent) settle(v vmm.VM) {
 	if st, ok := v.(settler); ok {
 		if err := st.Settle(); err != nil {
-			a.log.Warn("vm caps after its agent answered", "vm", v.ID(), "err", err)
+			a.log.Warn("vm caps after its guest answered", "vm", v.ID(), "err", err)
 		}
 	}
-	return client, nil
 }
 
 // settler is implemented by VMs with caps that hold from their guest's
@@ -428,7 +454,7 @@ func (a *Agent) Guest(ctx context.Context, id string) (pandastack.Guest, error) 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.lastUsed = time.Now()
-	g := &guest{Client: s.client, env: s.rec.Env, s: s}
+	g := &guest{Client: s.client, env: s.rec.Env, s: s, log: a.log}
 	a.templateDefaults(ctx, g, s)
 	return g, nil
 }
@@ -438,6 +464,7 @@ type guest struct {
 	env           map[string]string
 	workdir, user string   // the template's defaults
 	s             *sandbox // held busy while a call runs (idle.go)
+	log           *slog.Logger
 }
 
 // Exec runs a command; the sandbox is busy until it ends (a background

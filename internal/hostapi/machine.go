@@ -45,6 +45,9 @@ type MachineSpec struct {
 	// passes (its deadline is then cleared until it is woken) instead of
 	// ending it.
 	OnExpiry pandastack.OnExpiry `json:"on_expiry,omitempty"`
+	// DeferSession is pandastack.CreateRequest's: with Snapshot (and no
+	// Volumes) the agent's session begins at the guest's first use.
+	DeferSession bool `json:"defer_session,omitempty"`
 }
 
 // SnapshotRef names a snapshot to restore: its id (its files on the

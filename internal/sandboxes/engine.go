@@ -93,7 +93,7 @@ func (e *Engine) Create(ctx context.Context, req pandastack.CreateRequest) (pand
 	spec := hostapi.MachineSpec{ID: id, Template: req.Template, TemplateVersion: req.TemplateVersion,
 		CPUs: req.CPUs, MemoryMiB: req.MemoryMiB, DiskGiB: req.DiskGiB, Env: req.Env, Network: req.Network,
 		Lifetime: req.Lifetime, TTL: req.TTL, AutoHibernateSeconds: int(req.AutoHibernate / time.Second),
-		OnExpiry: req.OnExpiry}
+		OnExpiry: req.OnExpiry, DeferSession: req.DeferSession}
 	if req.Snapshot != "" {
 		if len(req.Volumes) > 0 {
 			return pandastack.Sandbox{}, pandastack.Errorf(pandastack.EInvalid,

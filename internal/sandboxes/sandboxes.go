@@ -100,6 +100,9 @@ type CreateParams struct {
 	// OnExpiry is "" or "kill" (end it when its TTL runs out) or
 	// "hibernate" (pandastack.OnExpiry).
 	OnExpiry string
+	// DeferSession is pandastack.CreateRequest's (a platform service's
+	// machine only; never set from a request).
+	DeferSession bool
 }
 
 // Request validates p, a create for teamID, and returns it as the engine
@@ -173,6 +176,7 @@ func (s *Service) Request(teamID string, p CreateParams) (pandastack.CreateReque
 		TeamID: teamID, Template: p.Template, Snapshot: p.Snapshot, TTL: ttl, Metadata: meta, Env: p.Env,
 		CPUs: p.CPUs, MemoryMiB: p.MemoryMiB, DiskGiB: p.DiskGiB, Network: policy, Volumes: p.Volumes,
 		AutoHibernate: idle, Lifetime: lifetime, ManagedBy: p.ManagedBy, OnExpiry: onExpiry,
+		DeferSession: p.DeferSession && p.ManagedBy != "",
 	}, nil
 }
 
