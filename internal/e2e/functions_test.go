@@ -40,7 +40,7 @@ func bundleOf(t *testing.T, files map[string]string) []byte {
 	return buf.Bytes()
 }
 
-const pyHello = `import os, subprocess, time
+const pyHello = `import os, random, subprocess, time
 
 count = 0  # module state: a fresh VM per invocation keeps it at 1
 
@@ -59,7 +59,7 @@ def handler(event, context):
     print("hello from the log")
     return {"hello": event.get("name"), "count": count, "invocation": context.invocation_id,
             "greeting": os.environ.get("GREETING"), "execution": context.execution_id,
-            "now": time.time()}
+            "now": time.time(), "rand": os.urandom(16).hex() + " " + repr(random.random())}
 `
 
 const nodeESM = `let count = 0;
@@ -151,7 +151,7 @@ func TestFunctions(t *testing.T) {
 		// The snapshot's clock is the deploy's: a handler that ran before
 		// its VM's clock was stepped would see a time 3 s old.
 		time.Sleep(3 * time.Second)
-		ids := map[string]bool{}
+		ids, rands := map[string]bool{}, map[string]bool{}
 		for i := 0; i < 2; i++ {
 			sent := time.Now()
 			r, err := c.InvokeFunction(ctx, "py-hello", json.RawMessage(`{"name":"panda"}`))
@@ -166,6 +166,14 @@ func TestFunctions(t *testing.T) {
 			if at := time.UnixMilli(int64(now * 1000)); at.Before(sent.Add(-time.Second)) || at.After(time.Now().Add(time.Second)) {
 				t.Fatalf("invocation %d: the handler's clock read %s, sent at %s: want the host's time", i, at.Format(time.RFC3339Nano), sent.Format(time.RFC3339Nano))
 			}
+			// Every VM restored from the snapshot starts with its
+			// kernel RNG and the random module's state: each fresh
+			// invocation's must be its own (functions/hello.go).
+			rand, _ := m["rand"].(string)
+			if rand == "" || rands[rand] {
+				t.Fatalf("invocation %d: random values %q repeat those of an earlier fresh invocation (or are missing): %v", i, rand, rands)
+			}
+			rands[rand] = true
 			ids[r.InvocationID] = true
 			inv, err := c.GetInvocation(ctx, "py-hello", r.InvocationID)
 			if err != nil || inv.Status != "succeeded" || !strings.Contains(inv.Logs, "hello from the log") {

@@ -73,7 +73,7 @@ func TestCallTakesTheDirectPortWhenFresh(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := &directGuest{noPort: tc.noPort}
 			before := time.Now().UnixMilli()
-			reply, err := call(t.Context(), guestEngine{g: g}, "sbx_1", tc.fresh, []byte(`{"a":1}`), startPhases(), map[string]any{"invocation_id": "inv_1"})
+			reply, err := call(t.Context(), guestEngine{g: g}, "sbx_1", callMode{fresh: tc.fresh}, []byte(`{"a":1}`), startPhases(), map[string]any{"invocation_id": "inv_1"})
 			if err != nil || !reply.OK || !strings.Contains(string(reply.Result), "world") {
 				t.Fatalf("call: %+v, %v", reply, err)
 			}

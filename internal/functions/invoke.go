@@ -107,6 +107,9 @@ func (s *Service) execute(ctx context.Context, f Function, inv *Invocation, even
 	v := f.Latest
 	t0 := time.Now()
 	warm := v.Isolation == IsolationWarm
+	// A fresh Python VM's shim greets its guest itself (hello.go): its
+	// agent's session is deferred, and begun only if the shim cannot.
+	selfHello := !warm && v.Runtime == RuntimePython
 	sbID, expires := "", time.Time{}
 	started := func() {} // gives back the start slot (starts.go)
 	if warm {
@@ -126,7 +129,8 @@ func (s *Service) execute(ctx context.Context, f Function, inv *Invocation, even
 		ph.mark("start_wait")
 		var sb pandastack.Sandbox
 		if err == nil {
-			sb, err = s.cfg.Sandboxes.Create(ctx, inv.TeamID, sandboxes.CreateParams{Snapshot: v.SnapshotID, TTLSeconds: &ttl, Metadata: meta, ManagedBy: "function:" + f.Name})
+			sb, err = s.cfg.Sandboxes.Create(ctx, inv.TeamID, sandboxes.CreateParams{Snapshot: v.SnapshotID, TTLSeconds: &ttl, Metadata: meta,
+				ManagedBy: "function:" + f.Name, DeferSession: selfHello})
 			ph.mark("create")
 			if err != nil {
 				release()
@@ -181,7 +185,7 @@ func (s *Service) execute(ctx context.Context, f Function, inv *Invocation, even
 	defer cancel()
 	defer context.AfterFunc(s.stopping, cancel)() // Close: the server stops
 	defer func() { ph.log(log, "invocation timing", "status", inv.Status, "sandbox", sbID) }()
-	reply, err := call(cctx, s.cfg.Engine, sbID, !warm, event, ph, map[string]any{
+	reply, err := call(cctx, s.cfg.Engine, sbID, callMode{fresh: !warm, selfHello: selfHello}, event, ph, map[string]any{
 		"invocation_id": inv.ID, "function_name": f.Name, "function_version": f.LatestVersion, "trigger": inv.Trigger,
 		"execution_id": o.ExecutionID, "scheduled_time": scheduled(o.ScheduledTime), "deadline_ms": deadline.UnixMilli(),
 	})
@@ -235,24 +239,57 @@ func (s *Service) finish(ctx context.Context, inv *Invocation, status string, re
 }
 
 // shimReply is what the shim answers an invocation with (one JSON line;
-// the request is one line too: {"event", "context"}).
+// the request is one line too: {"event", "context"}). Seeded answers a
+// request with a hello (hello.go): the shim did the hello's part and
+// ran the call; without it, the call did not run.
 type shimReply struct {
 	OK     bool            `json:"ok"`
 	Result json.RawMessage `json:"result"`
 	Error  *FunctionError  `json:"error"`
 	Logs   string          `json:"logs"`
+	Seeded bool            `json:"seeded"`
 }
 
+// callMode says how call reaches the shim: fresh (a VM of this one call)
+// takes the VM's direct port when its machine has one; selfHello (the
+// VM's agent session deferred) sends the request with a hello.
+type callMode struct{ fresh, selfHello bool }
+
 // call hands event and the context to the shim in sandbox id and reads
-// its reply, within ctx's deadline: on the VM's direct port when fresh (a
-// VM of this one call) and its machine has one, else through the agent.
-func call(ctx context.Context, engine pandastack.Engine, id string, fresh bool, event []byte, ph *phases, fnctx map[string]any) (shimReply, error) {
+// its reply, within ctx's deadline: on the VM's direct port when fresh
+// and its machine has one, else through the agent.
+func call(ctx context.Context, engine pandastack.Engine, id string, mode callMode, event []byte, ph *phases, fnctx map[string]any) (shimReply, error) {
 	var reply shimReply
 	g, err := engine.Guest(ctx, id)
 	if err != nil {
 		return reply, fmt.Errorf("reach the VM: %w", err)
 	}
 	ph.mark("guest")
+	var conn net.Conn
+	if mode.fresh {
+		conn, err = dialDirect(ctx, g)
+		if err != nil {
+			return reply, fmt.Errorf("dial the runtime: %w", err)
+		}
+	}
+	if conn != nil {
+		ph.mark("dial")
+		defer conn.Close()
+		defer deadline(ctx, conn)()
+		if mode.selfHello {
+			reply, err := helloCall(ctx, conn, event, fnctx)
+			if err != nil || reply.Seeded {
+				ph.mark("call")
+				return reply, err
+			}
+			// The shim did not do the hello's part (one baked before
+			// it could, or without the privileges): the agent does.
+			if _, err := g.Ping(ctx); err != nil {
+				return reply, fmt.Errorf("begin the guest's session: %w", err)
+			}
+			ph.mark("session")
+		}
+	}
 	// now_ms: the shim holds the handler until the guest's clock is the
 	// host's (shim.py, wait_clock).
 	line, err := json.Marshal(map[string]any{"event": json.RawMessage(event), "context": fnctx, "now_ms": time.Now().UnixMilli()})
@@ -260,34 +297,41 @@ func call(ctx context.Context, engine pandastack.Engine, id string, fresh bool, 
 		return reply, err
 	}
 	line = append(line, '\n')
-	var conn net.Conn
 	sent := false
-	if fresh {
-		conn, err = dialDirect(ctx, g)
+	if conn == nil {
+		if conn, sent, err = dialShim(ctx, g, line); err != nil {
+			return reply, fmt.Errorf("dial the runtime: %w", err)
+		}
+		ph.mark("dial")
+		defer conn.Close()
+		defer deadline(ctx, conn)()
 	}
-	if conn == nil && err == nil {
-		conn, sent, err = dialShim(ctx, g, line)
-	}
-	if err != nil {
-		return reply, fmt.Errorf("dial the runtime: %w", err)
-	}
-	ph.mark("dial")
-	defer conn.Close()
-	if d, ok := ctx.Deadline(); ok {
-		_ = conn.SetDeadline(d)
-	}
-	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
-	defer stop()
 	if !sent {
 		if _, err := conn.Write(line); err != nil {
 			return reply, deadlineErr(ctx, fmt.Errorf("send the event: %w", err))
 		}
 	}
+	reply, err = readReply(ctx, conn)
+	ph.mark("call")
+	return reply, err
+}
+
+// deadline ends conn's reads and writes at ctx's deadline or its end,
+// until the returned stop is called.
+func deadline(ctx context.Context, conn net.Conn) (stop func() bool) {
+	if d, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(d)
+	}
+	return context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
+}
+
+// readReply reads and decodes the shim's one-line reply.
+func readReply(ctx context.Context, conn net.Conn) (shimReply, error) {
+	var reply shimReply
 	data, err := bufio.NewReaderSize(io.LimitReader(conn, MaxEventBytes+2*MaxLogBytes), 64<<10).ReadBytes('\n')
 	if err != nil && !(errors.Is(err, io.EOF) && len(data) > 0) {
 		return reply, deadlineErr(ctx, fmt.Errorf("read the reply: %w", err))
 	}
-	ph.mark("call")
 	if err := json.Unmarshal(data, &reply); err != nil {
 		return reply, fmt.Errorf("decode the reply: %w", err)
 	}

@@ -6,7 +6,10 @@
 # and a TCP port on the guest's loopback (one connection per invocation,
 # through the guest agent: deploys, warm invocations, machines without a
 # direct port). Few modules, so little to load and, under TCG, to
-# translate.
+# translate. A fresh invocation's line may come with the hello's part
+# (functions/hello.go): "hello " and the call with a seed and the host's
+# time, which the shim mixes into the kernel's RNG and sets the clock to
+# before the call runs, in place of the guest agent.
 #
 # Two ways to start:
 #   shim.py DIR FILE FUNCTION PORT STATEDIR   load the handler, then serve
@@ -18,17 +21,20 @@
 #       and every deploy restores it instead of starting Python.
 import base64
 import contextlib
+import fcntl
 import importlib.util
 import io
 import json
 import os
 import select
 import socket
+import struct
 import sys
 import time
 import traceback
 
 handler = None
+urandom = None  # /dev/urandom, open for the hello's reseed
 
 
 def load(code_dir, file, func, env):
@@ -62,6 +68,51 @@ def unpack(code_dir, files):
         with open(path, "wb") as out:
             out.write(base64.b64decode(f["data"]))
         os.chmod(path, f["mode"])
+
+
+HELLO = b"hello "
+RNDADDENTROPY = 0x40085203  # _IOW('R', 0x03, int[2])
+RNDRESEEDCRNG = 0x5207  # _IO('R', 0x07)
+GENERATION = "/run/pandastack/generation"
+
+
+def hello(h):
+    """Does what the guest agent's hello does after a restore (the host
+    deferred the agent's session): mixes the host's seed into the kernel's
+    RNG, credited, and has it reseed at once, so nothing here draws from
+    the snapshot's random state; publishes a new generation token, as the
+    agent does, for processes that watch it; sets the clock to the
+    host's. Raises when any of it fails (a shim without CAP_SYS_ADMIN or
+    CAP_SYS_TIME): the call must not run then."""
+    seed = bytes.fromhex(h["seed"])
+    if len(seed) < 32:
+        raise ValueError("a hello's seed is %d bytes; want at least 32" % len(seed))
+    fcntl.ioctl(urandom, RNDADDENTROPY, struct.pack("ii", 8 * len(seed), len(seed)) + seed)
+    fcntl.ioctl(urandom, RNDRESEEDCRNG)
+    time.clock_settime_ns(time.CLOCK_REALTIME, int(h["now_ns"]))
+    try:
+        fd = os.open(GENERATION, os.O_WRONLY)
+    except FileNotFoundError:
+        return
+    try:
+        os.pwrite(fd, os.urandom(16).hex().encode(), 0)
+    finally:
+        os.close(fd)
+
+
+def direct_call(line):
+    """A line from the direct port: a call, or a call with the hello's
+    part. The reply to the latter says "seeded" when the hello's part was
+    done and the call ran; without it the call did not run."""
+    if not line.startswith(HELLO):
+        return invoke(line)
+    try:
+        req = json.loads(line[len(HELLO):])
+        hello(req)
+    except BaseException as e:
+        err = {"type": type(e).__name__, "message": "the shim could not do the hello's part: %s" % e, "stack": ""}
+        return json.dumps({"ok": False, "seeded": False, "error": err, "logs": ""})
+    return invoke(None, req)
 
 
 def reseed():
@@ -130,11 +181,15 @@ class Context:
         return max(0, int(self.deadline_ms - time.time() * 1000))
 
 
-def invoke(line):
+def invoke(line, req=None):
+    """Runs one call (line, or req already decoded from a hello line: its
+    reply says "seeded") and returns its reply line."""
     global handler
     out = io.StringIO()
+    seeded = {} if req is None else {"seeded": True}
     try:
-        req = json.loads(line)
+        if req is None:
+            req = json.loads(line)
         if req.get("warmup"):
             return warmup(req, out)
         if req.get("load"):
@@ -153,10 +208,10 @@ def invoke(line):
         reseed()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
             result = handler(req.get("event"), Context(req.get("context") or {}))
-        return json.dumps({"ok": True, "result": result, "logs": out.getvalue()})
+        return json.dumps({"ok": True, "result": result, "logs": out.getvalue(), **seeded})
     except BaseException as e:
         err = {"type": type(e).__name__, "message": str(e), "stack": traceback.format_exc()}
-        return json.dumps({"ok": False, "error": err, "logs": out.getvalue()})
+        return json.dumps({"ok": False, "error": err, "logs": out.getvalue(), **seeded})
 
 
 def warmup(req, out):
@@ -175,7 +230,11 @@ def warmup(req, out):
 
 
 def main():
-    global handler
+    global handler, urandom
+    try:
+        urandom = os.open("/dev/urandom", os.O_WRONLY)
+    except OSError:
+        pass  # no hello's part here: the host has the agent do it
     if sys.argv[1] == "--wait":
         port, state = int(sys.argv[2]), sys.argv[3]
     else:
@@ -226,7 +285,7 @@ def serve(srv, direct):
                 while end >= 0:
                     pending.append(data[:end])
                     line, pending, data = b"".join(pending), [], data[end + 1:]
-                    reply = memoryview(invoke(line).encode() + b"\n")
+                    reply = memoryview(direct_call(line).encode() + b"\n")
                     try:
                         while reply:
                             reply = reply[os.write(direct, reply):]

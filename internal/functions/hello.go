@@ -1,0 +1,54 @@
+package functions
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net"
+	"time"
+)
+
+// A VM restored from a function's snapshot starts with the snapshot's
+// kernel RNG and clock. Before anything of a user's runs in it, the guest
+// agent's hello mixes a seed from the host into the kernel's RNG, makes
+// it reseed, and steps the clock. Under TCG that hello costs a fresh
+// invocation ~80 ms: the first run, in a new QEMU process, of the guest's
+// code to wake the agent (a Go runtime), read the hello and answer.
+//
+// A fresh Python invocation does that part in the shim instead, which is
+// already awake to read the call: the host sends the call as one line
+// prefixed "hello " with the seed and its time, on the VM's direct port,
+// and the VM's agent session is deferred (sandboxes.CreateParams
+// .DeferSession). The shim (shim.py, hello) mixes the seed in with
+// RNDADDENTROPY, reseeds with RNDRESEEDCRNG, sets the clock and runs the
+// call, its reply marked "seeded". Anything else is the call not run: a
+// shim baked before this (it answers the line as bad JSON), or one that
+// lacks the privileges (a template whose user is not root). Then the
+// host begins the agent's session — the agent's hello does it — and
+// sends the call again as usual.
+//
+// Node keeps the agent's hello: it has no ioctl to reseed the kernel's
+// RNG with, and its reads of /dev/urandom (shim.mjs) need the kernel's
+// RNG reseeded.
+
+// helloPrefix starts a call line that carries the hello's part.
+const helloPrefix = "hello "
+
+// helloCall sends the call with a hello on the direct port conn and reads
+// the reply: Seeded false means the call did not run.
+func helloCall(ctx context.Context, conn net.Conn, event []byte, fnctx map[string]any) (shimReply, error) {
+	seed := make([]byte, 64)
+	_, _ = rand.Read(seed)
+	line, err := json.Marshal(map[string]any{"event": json.RawMessage(event), "context": fnctx,
+		"seed": hex.EncodeToString(seed), "now_ns": time.Now().UnixNano()})
+	if err != nil {
+		return shimReply{}, err
+	}
+	line = append(append([]byte(helloPrefix), line...), '\n')
+	if _, err := conn.Write(line); err != nil {
+		return shimReply{}, deadlineErr(ctx, fmt.Errorf("send the event: %w", err))
+	}
+	return readReply(ctx, conn)
+}
