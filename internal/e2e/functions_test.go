@@ -59,7 +59,8 @@ def handler(event, context):
     print("hello from the log")
     return {"hello": event.get("name"), "count": count, "invocation": context.invocation_id,
             "greeting": os.environ.get("GREETING"), "execution": context.execution_id,
-            "now": time.time(), "rand": os.urandom(16).hex() + " " + repr(random.random())}
+            "now": time.time(), "rand": os.urandom(16).hex() + " " + repr(random.random()),
+            "generation": open("/run/pandastack/generation").read().strip()}
 `
 
 const nodeESM = `let count = 0;
@@ -151,7 +152,7 @@ func TestFunctions(t *testing.T) {
 		// The snapshot's clock is the deploy's: a handler that ran before
 		// its VM's clock was stepped would see a time 3 s old.
 		time.Sleep(3 * time.Second)
-		ids, rands := map[string]bool{}, map[string]bool{}
+		ids, rands, gens := map[string]bool{}, map[string]bool{}, map[string]bool{}
 		for i := 0; i < 2; i++ {
 			sent := time.Now()
 			r, err := c.InvokeFunction(ctx, "py-hello", json.RawMessage(`{"name":"panda"}`))
@@ -174,6 +175,12 @@ func TestFunctions(t *testing.T) {
 				t.Fatalf("invocation %d: random values %q repeat those of an earlier fresh invocation (or are missing): %v", i, rand, rands)
 			}
 			rands[rand] = true
+			// ... and the generation token processes watch to reseed.
+			gen, _ := m["generation"].(string)
+			if len(gen) != 32 || gens[gen] {
+				t.Fatalf("invocation %d: generation token %q is not a new one: %v", i, gen, gens)
+			}
+			gens[gen] = true
 			ids[r.InvocationID] = true
 			inv, err := c.GetInvocation(ctx, "py-hello", r.InvocationID)
 			if err != nil || inv.Status != "succeeded" || !strings.Contains(inv.Logs, "hello from the log") {

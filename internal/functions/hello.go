@@ -22,8 +22,9 @@ import (
 // prefixed "hello " with the seed and its time, on the VM's direct port,
 // and the VM's agent session is deferred (sandboxes.CreateParams
 // .DeferSession). The shim (shim.py, hello) mixes the seed in with
-// RNDADDENTROPY, reseeds with RNDRESEEDCRNG, sets the clock and runs the
-// call, its reply marked "seeded". Anything else is the call not run: a
+// RNDADDENTROPY, reseeds with RNDRESEEDCRNG, sets the clock, writes the
+// host's new token to the agent's generation file (guest.GenerationFile)
+// and runs the call, its reply marked "seeded". Anything else is the call not run: a
 // shim baked before this (it answers the line as bad JSON), or one that
 // lacks the privileges (a template whose user is not root). Then the
 // host begins the agent's session — the agent's hello does it — and
@@ -39,10 +40,11 @@ const helloPrefix = "hello "
 // helloCall sends the call with a hello on the direct port conn and reads
 // the reply: Seeded false means the call did not run.
 func helloCall(ctx context.Context, conn net.Conn, event []byte, fnctx map[string]any) (shimReply, error) {
-	seed := make([]byte, 64)
+	seed, gen := make([]byte, 64), make([]byte, 16)
 	_, _ = rand.Read(seed)
+	_, _ = rand.Read(gen)
 	line, err := json.Marshal(map[string]any{"event": json.RawMessage(event), "context": fnctx,
-		"seed": hex.EncodeToString(seed), "now_ns": time.Now().UnixNano()})
+		"seed": hex.EncodeToString(seed), "generation": hex.EncodeToString(gen), "now_ns": time.Now().UnixNano()})
 	if err != nil {
 		return shimReply{}, err
 	}

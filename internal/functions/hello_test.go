@@ -81,6 +81,7 @@ func TestCallWithHello(t *testing.T) {
 				Event   map[string]int    `json:"event"`
 				Context map[string]string `json:"context"`
 				Seed    string            `json:"seed"`
+				Gen     string            `json:"generation"`
 				NowNs   int64             `json:"now_ns"`
 			}
 			if err := json.Unmarshal([]byte(strings.TrimPrefix(g.lines[0], helloPrefix)), &h); err != nil {
@@ -88,6 +89,9 @@ func TestCallWithHello(t *testing.T) {
 			}
 			if seed, err := hex.DecodeString(h.Seed); err != nil || len(seed) != 64 {
 				t.Fatalf("hello seed %q: want 64 bytes in hex", h.Seed)
+			}
+			if gen, err := hex.DecodeString(h.Gen); err != nil || len(gen) != 16 {
+				t.Fatalf("hello generation token %q: want 16 bytes in hex (the agent's format)", h.Gen)
 			}
 			if h.Event["a"] != 1 || h.Context["invocation_id"] != "inv_1" || h.NowNs < before || h.NowNs > time.Now().UnixNano() {
 				t.Fatalf("hello line %q: want the event, the context and the host's time", g.lines[0])
