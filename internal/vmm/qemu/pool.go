@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pandastack/pandastack"
 	"github.com/pandastack/pandastack/internal/vmm"
 )
 
@@ -185,6 +186,11 @@ func (d *Driver) fill(p *pool) {
 				continue
 			}
 			failures = 0
+			if d.cfg.Accel == pandastack.AccelTCG {
+				if err := v.prefaultCode(); err != nil {
+					d.log.Debug("pool refill: code buffer not prefaulted", "snapshot", p.snap.Key, "err", err)
+				}
+			}
 			p.mu.Lock()
 			if d.ctx.Err() != nil || p.dropped {
 				p.mu.Unlock()
