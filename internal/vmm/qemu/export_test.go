@@ -38,3 +38,10 @@ func (d *Driver) CgroupGroupDirs() []string {
 // Merging says whether VMs' QEMU memory is open to same-page merging, and
 // why (for tests).
 func (d *Driver) Merging() (bool, string) { return d.merge, d.mergeWhy }
+
+// CodeBuffer is codeBuffer: process pid's TCG code buffer, its size and
+// how much of it is resident.
+var CodeBuffer = codeBuffer
+
+// CodePrefault and HugePage are codePrefault and hugePage.
+const CodePrefault, HugePage = codePrefault, hugePage
