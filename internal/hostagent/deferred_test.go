@@ -7,20 +7,27 @@ import (
 	"github.com/pandastack/pandastack"
 )
 
+// deferredSandbox creates a sandbox on a new test host from a snapshot of
+// another, its session deferred.
+func deferredSandbox(t *testing.T) (*testHost, pandastack.Sandbox) {
+	t.Helper()
+	h := newTestHost(t)
+	parent := h.create(pandastack.CreateRequest{})
+	sn, err := h.e.Snapshot(context.Background(), parent.ID, "s1")
+	if err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	return h, h.create(pandastack.CreateRequest{Snapshot: sn.ID, DeferSession: true})
+}
+
 // A sandbox created from a snapshot with its session deferred answers the
 // create before its agent is greeted (no caps settled yet: they follow
 // the guest's first answer); its first use begins the session, and then
 // it works like any other.
 func TestDeferredSessionBeginsAtFirstUse(t *testing.T) {
 	t.Parallel()
-	h := newTestHost(t)
+	h, sbx := deferredSandbox(t)
 	ctx := context.Background()
-	parent := h.create(pandastack.CreateRequest{})
-	sn, err := h.e.Snapshot(ctx, parent.ID, "s1")
-	if err != nil {
-		t.Fatalf("snapshot: %v", err)
-	}
-	sbx := h.create(pandastack.CreateRequest{Snapshot: sn.ID, DeferSession: true})
 	v := h.drv.VM(sbx.ID)
 	if after, early := v.Settled(); after != 0 || early != 0 {
 		t.Fatalf("after the create: settled %d times after its agent answered, %d before; want none yet", after, early)
@@ -42,14 +49,8 @@ func TestDeferredSessionBeginsAtFirstUse(t *testing.T) {
 // A deferred sandbox killed before any use ends like any other.
 func TestDeferredSessionKilledUnused(t *testing.T) {
 	t.Parallel()
-	h := newTestHost(t)
+	h, sbx := deferredSandbox(t)
 	ctx := context.Background()
-	parent := h.create(pandastack.CreateRequest{})
-	sn, err := h.e.Snapshot(ctx, parent.ID, "s1")
-	if err != nil {
-		t.Fatalf("snapshot: %v", err)
-	}
-	sbx := h.create(pandastack.CreateRequest{Snapshot: sn.ID, DeferSession: true})
 	if err := h.e.Kill(ctx, sbx.ID, pandastack.StateKilled); err != nil {
 		t.Fatalf("kill: %v", err)
 	}

@@ -155,17 +155,7 @@ func waitPool(t *testing.T, d *qemu.Driver, key string, n int) {
 	}
 }
 
-func qemuPIDs(dir string) int {
-	n := 0
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && strings.Contains(string(b), "qemu-system") && strings.Contains(string(b), dir+"/") {
-			n++
-		}
-	}
-	return n
-}
+func qemuPIDs(dir string) int { return len(qemuPIDList(dir)) }
 
 // ping checks a restored VM's guest agent answers, and hangs up: QEMU
 // serves one client at a time.
