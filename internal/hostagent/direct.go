@@ -34,12 +34,8 @@ func (g *guest) DialDirect(ctx context.Context) (net.Conn, error) {
 		release()
 		return nil, err
 	}
-	if st, ok := v.(settler); ok {
-		c = &answerConn{Conn: c, answered: func() {
-			if err := st.Settle(); err != nil {
-				g.log.Warn("vm caps after its guest answered", "vm", id, "err", err)
-			}
-		}}
+	if _, ok := v.(settler); ok {
+		c = &answerConn{Conn: c, answered: func() { settle(g.log, v) }}
 	}
 	return &busyConn{Conn: c, release: release}, nil
 }

@@ -373,10 +373,14 @@ func dialAgent(ctx context.Context, v vmm.VM) (*guestconn.Conn, error) {
 }
 
 // settle puts on v's caps that hold from its guest's first answer.
-func (a *Agent) settle(v vmm.VM) {
+func (a *Agent) settle(v vmm.VM) { settle(a.log, v) }
+
+// settle puts on v's caps that hold from its guest's first answer,
+// logging to log when they could not be.
+func settle(log *slog.Logger, v vmm.VM) {
 	if st, ok := v.(settler); ok {
 		if err := st.Settle(); err != nil {
-			a.log.Warn("vm caps after its guest answered", "vm", v.ID(), "err", err)
+			log.Warn("vm caps after its guest answered", "vm", v.ID(), "err", err)
 		}
 	}
 }

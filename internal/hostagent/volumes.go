@@ -203,7 +203,7 @@ fi
 
 // mountVolumes mounts a new sandbox's volumes in its guest.
 func (a *Agent) mountVolumes(ctx context.Context, client *guestconn.Client, tpl pandastack.Template, vols []hostapi.VolumeAttachment) error {
-	g := &guest{Client: client}
+	g := &guest{Client: client, log: a.log}
 	applyDefaults(g, tpl.Defaults)
 	for _, v := range vols {
 		var stderr bytes.Buffer
