@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -40,9 +41,11 @@ func bundleOf(t *testing.T, files map[string]string) []byte {
 	return buf.Bytes()
 }
 
-const pyHello = `import os, random, subprocess, time
+const pyHello = `import os, random, ssl, subprocess, time
 
 count = 0  # module state: a fresh VM per invocation keeps it at 1
+tls = ssl.create_default_context()  # OpenSSL's generators, in use before the snapshot
+ssl.RAND_bytes(1)
 
 
 def handler(event, context):
@@ -59,22 +62,25 @@ def handler(event, context):
     print("hello from the log")
     return {"hello": event.get("name"), "count": count, "invocation": context.invocation_id,
             "greeting": os.environ.get("GREETING"), "execution": context.execution_id,
-            "now": time.time(), "rand": os.urandom(16).hex() + " " + repr(random.random()),
+            "now": time.time(), "rand": os.urandom(16).hex(), "random": random.random(), "openssl": ssl.RAND_bytes(16).hex(),
             "generation": open("/run/pandastack/generation").read().strip()}
 `
 
-const nodeESM = `let count = 0;
+const nodeESM = `import crypto from "node:crypto";
+let count = 0;
 export async function handler(event, context) {
   count += 1;
   console.log("node log line");
-  return { hello: event.name, count, invocation: context.invocationId, style: "esm", now: Date.now() };
+  const key = crypto.generateKeyPairSync("ed25519").publicKey.export({ type: "spki", format: "der" }).toString("hex");
+  return { hello: event.name, count, invocation: context.invocationId, style: "esm", now: Date.now(), key };
 }
 `
 
 const nodeCJS = `let count = 0;
 exports.handler = async (event, context) => {
   count += 1;
-  return { hello: event.name, count, style: "cjs", now: Date.now() };
+  const ecdh = require("node:crypto").createECDH("prime256v1");
+  return { hello: event.name, count, style: "cjs", now: Date.now(), key: ecdh.generateKeys("hex") };
 };
 `
 
@@ -170,11 +176,15 @@ func TestFunctions(t *testing.T) {
 			// Every VM restored from the snapshot starts with its
 			// kernel RNG and the random module's state: each fresh
 			// invocation's must be its own (functions/hello.go).
-			rand, _ := m["rand"].(string)
-			if rand == "" || rands[rand] {
-				t.Fatalf("invocation %d: random values %q repeat those of an earlier fresh invocation (or are missing): %v", i, rand, rands)
+			// Each source on its own: the kernel's, the random module's
+			// and OpenSSL's (in use before the snapshot; shim.py, reseed).
+			for _, k := range []string{"rand", "random", "openssl"} {
+				v := fmt.Sprint(m[k])
+				if m[k] == nil || rands[k+v] {
+					t.Fatalf("invocation %d: %s value %q repeats an earlier fresh invocation's (or is missing): %v", i, k, v, rands)
+				}
+				rands[k+v] = true
 			}
-			rands[rand] = true
 			// ... and the generation token processes watch to reseed.
 			gen, _ := m["generation"].(string)
 			if len(gen) != 32 || gens[gen] {
@@ -349,6 +359,7 @@ func TestFunctions(t *testing.T) {
 			}
 		}
 		time.Sleep(3 * time.Second) // the snapshots' clocks fall 3 s behind (see the python case)
+		keys := map[string]bool{}
 		for _, fc := range fns {
 			for i := 0; i < 2; i++ {
 				sent := time.Now()
@@ -364,6 +375,14 @@ func TestFunctions(t *testing.T) {
 				if at := time.UnixMilli(int64(now)); at.Before(sent.Add(-time.Second)) || at.After(time.Now().Add(time.Second)) {
 					t.Fatalf("%s: the handler's clock read %s, sent at %s: want the host's time", fc.name, at.Format(time.RFC3339Nano), sent.Format(time.RFC3339Nano))
 				}
+				// A key made with OpenSSL's generators (Node seeds them at
+				// its start, before the snapshot): each fresh invocation's
+				// must be its own (functions.staleGenerators).
+				key, _ := m["key"].(string)
+				if key == "" || keys[key] {
+					t.Fatalf("%s invocation %d: OpenSSL made key %q, the same as an earlier fresh invocation's (or none)", fc.name, i, key)
+				}
+				keys[key] = true
 			}
 		}
 		bigEvent(t, c, "node-esm")

@@ -17,9 +17,10 @@ import (
 
 // bake starts a microVM from template, unpacks the bundle and the shims
 // in it, starts the shim (which loads the handler) and, once the shim is
-// ready, warms it up (warmUp) and snapshots the running VM. The VM is
+// ready, warms it up (warmUp), readies runtime's OpenSSL generators for
+// their clones (staleGenerators) and snapshots the running VM. The VM is
 // killed whatever happens.
-func (s *Service) bake(ctx context.Context, teamID, name, template string, memMiB int, b *bundle, cmd string, env map[string]string) (pandastack.Snapshot, error) {
+func (s *Service) bake(ctx context.Context, teamID, name, runtime, template string, memMiB int, b *bundle, cmd string, env map[string]string) (pandastack.Snapshot, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.DeployTimeout)
 	defer cancel()
 	t0 := time.Now()
@@ -51,6 +52,9 @@ func (s *Service) bake(ctx context.Context, teamID, name, template string, memMi
 	}
 	tLoaded := time.Now()
 	if err := warmUp(ctx, g); err != nil {
+		return pandastack.Snapshot{}, fmt.Errorf("deploy function %s: %w", name, err)
+	}
+	if err := staleGenerators(ctx, g, runtime); err != nil {
 		return pandastack.Snapshot{}, fmt.Errorf("deploy function %s: %w", name, err)
 	}
 	tWarm := time.Now()
@@ -102,6 +106,43 @@ func warmUp(ctx context.Context, g pandastack.Guest) error {
 	return nil
 }
 
+// staleGenerators readies a Node runtime's OpenSSL generators for the
+// snapshot's clones. OpenSSL keeps its own generators in the process
+// (key generation, primes, every TLS handshake's randoms and ephemeral
+// keys: nothing the shim can redirect to the kernel's RNG), seeded once
+// at Node's start and reseeded only when their last reseed is older than
+// an interval (an hour for the primary one) by the wall clock: every
+// fresh invocation of a function drew the same keys (seen: one Ed25519
+// key for every invocation). Node has no call that reseeds them (Python's
+// ssl.RAND_add does: shim.py). So the guest's clock is stepped back
+// further than that interval and the shim draws from the generators, so
+// each one's last reseed lies in that past; the snapshot is taken so,
+// every restore steps the clock to the host's, and the first draw in a
+// clone reseeds from the kernel's RNG, itself reseeded at the restore.
+// The shim draws once before each call (shim.mjs), so the primary
+// generator is reseeded before any thread's generator is used.
+func staleGenerators(ctx context.Context, g pandastack.Guest, runtime string) error {
+	if runtime != RuntimeNode {
+		return nil
+	}
+	past := time.Now().Add(-staleBy).Unix()
+	if out, err := run(ctx, g, pandastack.ExecRequest{Args: []string{"date", "-u", "-s", fmt.Sprintf("@%d", past)}}, nil); err != nil {
+		return fmt.Errorf("step the clock back for OpenSSL's generators: %w (%s)", err, strings.TrimSpace(out))
+	}
+	reply, err := ask(ctx, g, map[string]any{"openssl": true})
+	if err != nil {
+		return fmt.Errorf("draw from OpenSSL's generators: %w", err)
+	}
+	if !reply.OK {
+		return fmt.Errorf("draw from OpenSSL's generators: the shim answered %+v", reply.Error)
+	}
+	return nil
+}
+
+// staleBy is how far back staleGenerators steps the clock: past OpenSSL's
+// longest reseed interval (the primary generator's hour).
+const staleBy = 3 * time.Hour
+
 // shimDialTimeout bounds how long a bake tries to reach a shim that
 // listens (refusals included, see dialShim).
 const shimDialTimeout = 20 * time.Second
@@ -142,10 +183,11 @@ var errBaseGone = errors.New("the runtime base is gone")
 
 // bakeOnBase restores runtime base snapshot base as a VM of teamID,
 // unpacks the bundle, has the waiting shim load the handler (file's
-// function) with env, and snapshots the VM as the function's version;
-// the VM is killed whatever happens. A handler that does not load is
-// EInvalid with what the runtime said.
-func (s *Service) bakeOnBase(ctx context.Context, teamID, name, base string, b *bundle, file, function string, env map[string]string) (pandastack.Snapshot, error) {
+// function) with env, readies runtime's OpenSSL generators for their
+// clones (staleGenerators), and snapshots the VM as the function's
+// version; the VM is killed whatever happens. A handler that does not
+// load is EInvalid with what the runtime said.
+func (s *Service) bakeOnBase(ctx context.Context, teamID, name, runtime, base string, b *bundle, file, function string, env map[string]string) (pandastack.Snapshot, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.DeployTimeout)
 	defer cancel()
 	t0 := time.Now()
@@ -206,6 +248,9 @@ func (s *Service) bakeOnBase(ctx context.Context, teamID, name, base string, b *
 			msg = strings.TrimSpace(reply.Error.Message)
 		}
 		return pandastack.Snapshot{}, pandastack.Errorf(pandastack.EInvalid, "the handler failed to load: %s", msg)
+	}
+	if err := staleGenerators(ctx, g, runtime); err != nil {
+		return pandastack.Snapshot{}, fmt.Errorf("deploy function %s: %w", name, err)
 	}
 	tLoaded := time.Now()
 	snap, err := s.cfg.Engine.Snapshot(ctx, sb.ID, "fn-"+name+"-"+pandastack.NewID("")[:12])

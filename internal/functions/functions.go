@@ -238,7 +238,7 @@ func (s *Service) Deploy(ctx context.Context, teamID string, p DeployParams) (Fu
 	}
 	var snap pandastack.Snapshot
 	if base := s.runtimeBase(ctx, teamID, tmpl, p.Runtime, p.MemoryMiB); base != "" {
-		snap, err = s.bakeOnBase(ctx, teamID, p.Name, base, b, file, function, p.Env)
+		snap, err = s.bakeOnBase(ctx, teamID, p.Name, p.Runtime, base, b, file, function, p.Env)
 		if errors.Is(err, errBaseGone) {
 			// Its files are gone or its shim is dead: drop it (record
 			// too), so the next deploy bakes another.
@@ -248,10 +248,10 @@ func (s *Service) Deploy(ctx context.Context, teamID string, p DeployParams) (Fu
 				s.dropPrewarmed(ctx, []string{base})
 			}
 			s.dropSnapshot(ctx, base)
-			snap, err = s.bake(ctx, teamID, p.Name, tmpl, p.MemoryMiB, b, shimCommand(p.Runtime, file, function), p.Env)
+			snap, err = s.bake(ctx, teamID, p.Name, p.Runtime, tmpl, p.MemoryMiB, b, shimCommand(p.Runtime, file, function), p.Env)
 		}
 	} else {
-		snap, err = s.bake(ctx, teamID, p.Name, tmpl, p.MemoryMiB, b, shimCommand(p.Runtime, file, function), p.Env)
+		snap, err = s.bake(ctx, teamID, p.Name, p.Runtime, tmpl, p.MemoryMiB, b, shimCommand(p.Runtime, file, function), p.Env)
 	}
 	if err != nil {
 		return Function{}, err

@@ -31,8 +31,20 @@ import { pathToFileURL } from "node:url";
 // since it last did, so the fresh invocations of a new function (and the
 // functions on one runtime base) drew the same numbers and bytes. The guest
 // agent reseeds the kernel's RNG at each restore; these read it instead.
-// OpenSSL's own uses (TLS handshakes) stay on OpenSSL's generator, shared
-// by a snapshot's clones until it reseeds.
+// OpenSSL's own uses (key generation, primes, TLS handshakes) stay on its
+// generators: the deploy leaves their last reseed hours in the past
+// (functions.staleGenerators), so the first draw in a clone reseeds them
+// from the kernel's RNG, and drawOpenSSL makes that draw before each call.
+const opensslFill = crypto.randomFillSync; // OpenSSL's, before the override below
+const one = Buffer.alloc(1);
+// drawOpenSSL draws from OpenSSL's public generator (after a restore, the
+// draw that reseeds the primary one, so no thread's generator reseeds
+// from its old state) and, with priv, from the private one too (key
+// generation).
+function drawOpenSSL(priv) {
+  opensslFill(one);
+  if (priv) crypto.generateKeyPairSync("ed25519");
+}
 const urandom = fs.openSync("/dev/urandom", "r");
 // fill fills buf (an ArrayBuffer or a view of one) from the kernel's RNG:
 // offset and size count its elements, as in crypto.randomFillSync.
@@ -232,8 +244,13 @@ async function invoke(line) {
     const body = JSON.parse(line);
     if (body.warmup) return warmup(body);
     if (body.load) return await loadRequest(body.load);
+    if (body.openssl) {
+      drawOpenSSL(true); // the deploy's, with the clock stepped back
+      return JSON.stringify({ ok: true, result: null, logs: "" });
+    }
     if (!handler) throw new LoadError("no handler is loaded");
     await waitClock(body.now_ms);
+    drawOpenSSL(false);
     const result = await handler(body.event, context(body.context ?? {}));
     return JSON.stringify({ ok: true, result: result === undefined ? null : result, logs });
   } catch (e) {

@@ -57,6 +57,7 @@ def load(code_dir, file, func, env):
     h = getattr(mod, func, None)
     if not callable(h):
         raise LoadError("%s.py has no function %s" % (file, func))
+    keep_openssl()
     return h
 
 
@@ -114,11 +115,33 @@ def direct_call(line):
 
 def reseed():
     """Every VM restored from one snapshot starts with the same state of
-    the random module: reseed it (from os.urandom, which the reseeded
-    kernel RNG feeds) before each call."""
+    the random module and of OpenSSL's generators (key generation, TLS
+    handshakes: seeded in the process, reseeded only hourly), once any
+    was used before the snapshot. Before each call both are reseeded from
+    the kernel's RNG, itself reseeded at the restore: random from
+    os.urandom; OpenSSL by RAND_add, which reseeds its primary generator
+    from the kernel (and so every thread's generator at its next draw)."""
     r = sys.modules.get("random")
     if r is not None:
         r.seed()
+    ssl = sys.modules.get("_ssl")
+    if ssl is not None:
+        ssl.RAND_add(os.urandom(32), 32.0)
+
+
+def keep_openssl():
+    """Loads _ssl, for reseed, when the handler's code loaded OpenSSL's
+    library without it (hashlib, a package of its own): the library's
+    generators are the process's, whoever uses them."""
+    if "_ssl" in sys.modules:
+        return
+    try:
+        with open("/proc/self/maps") as f:
+            if "libcrypto" not in f.read():
+                return
+        import _ssl  # noqa: F401  (kept in sys.modules)
+    except (OSError, ImportError):
+        pass
 
 
 class LoadError(Exception):
