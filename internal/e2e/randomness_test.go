@@ -110,7 +110,7 @@ READY --timeout=120 python3 -c "import socket; socket.create_connection(('127.0.
 	if _, _, err := buildCustom(t, "rng-kernel", spec, dir); err != nil {
 		t.Fatalf("build: %v", err)
 	}
-	kernelClones(t, main.client(main.admin), "rng-kernel", "random")
+	kernelClones(t, main.client(main.admin), "rng-kernel", "random", "openssl")
 }
 
 // kernelClones runs, through run_code, one draw of each generator (random,
@@ -119,14 +119,17 @@ READY --timeout=120 python3 -c "import socket; socket.create_connection(('127.0.
 // goes on with the parent's sequence.
 func kernelClones(t *testing.T, c *sdk.Client, template string, gens ...string) {
 	ctx := context.Background()
-	draws := map[string]string{"random": "random.random()", "numpy": "float(numpy.random.rand())"}
-	seeds := map[string]string{"random": "random.seed(3)", "numpy": "numpy.random.seed(3)"}
-	var exprs, seedCode []string
+	draws := map[string]string{"random": "random.random()", "numpy": "float(numpy.random.rand())", "openssl": "ssl.RAND_bytes(8).hex()"}
+	seeds := map[string]string{"random": "random.seed(3)", "numpy": "numpy.random.seed(3)"} // OpenSSL's: none a user sets
+	modules := map[string]string{"random": "random", "numpy": "numpy", "openssl": "ssl"}
+	var seedCode, imports []string
 	for _, g := range gens {
-		exprs = append(exprs, "repr("+draws[g]+")")
-		seedCode = append(seedCode, seeds[g])
+		imports = append(imports, modules[g])
+		if seeds[g] != "" {
+			seedCode = append(seedCode, seeds[g])
+		}
 	}
-	code := "import " + strings.Join(gens, ", ") + "\nprint(" + strings.Join(exprs, ", ") + ")"
+	code := "import " + strings.Join(imports, ", ") + "\nprint(" + strings.Join(exprsOf(draws, gens), ", ") + ")"
 	seen := map[string]distinct{}
 	for _, g := range gens {
 		seen[g] = distinct{}
@@ -164,14 +167,30 @@ func kernelClones(t *testing.T, c *sdk.Client, template string, gens ...string) 
 
 	// A generator the user seeded keeps its sequence: a fork goes on with
 	// the parent's, as after os.fork.
-	runCode(t, last, "import "+strings.Join(gens, ", ")+"\n"+strings.Join(seedCode, "\n"), sdk.CodeOptions{})
+	seeded := gens[:0:0]
+	for _, g := range gens {
+		if seeds[g] != "" {
+			seeded = append(seeded, g)
+		}
+	}
+	runCode(t, last, "import "+strings.Join(seeded, ", ")+"\n"+strings.Join(seedCode, "\n"), sdk.CodeOptions{})
 	seededKid, err := last.Fork(ctx)
 	if err != nil {
 		t.Fatalf("fork: %v", err)
 	}
 	t.Cleanup(func() { _ = seededKid.Kill(context.Background()) })
+	code = "import " + strings.Join(seeded, ", ") + "\nprint(" + strings.Join(exprsOf(draws, seeded), ", ") + ")"
 	want := runCode(t, last, code, sdk.CodeOptions{}).Stdout
 	if got := runCode(t, seededKid, code, sdk.CodeOptions{}).Stdout; got != want {
 		t.Errorf("after %s a fork drew %q, its parent %q: the user's seed was overridden", strings.Join(seedCode, "; "), got, want)
 	}
+}
+
+// exprsOf is the print arguments that draw once from each of gens.
+func exprsOf(draws map[string]string, gens []string) []string {
+	var out []string
+	for _, g := range gens {
+		out = append(out, "repr("+draws[g]+")")
+	}
+	return out
 }

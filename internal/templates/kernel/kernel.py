@@ -151,6 +151,12 @@ def reseed_if_restored():
         tf = sys.modules.get("tempfile")
         if tf is not None:
             tf._name_sequence = None  # made again, from a fresh seed, on next use
+        ssl = sys.modules.get("_ssl")
+        if ssl is not None:
+            # OpenSSL's generators (keys, TLS handshakes) are the
+            # process's, reseeded hourly: RAND_add reseeds the primary one
+            # from the kernel's RNG, and every thread's at its next draw.
+            ssl.RAND_add(os.urandom(32), 32.0)
     except Exception as e:  # never break a run over it
         sys.stderr.write("reseed after restore: %s\n" % e)
 
