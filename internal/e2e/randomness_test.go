@@ -122,11 +122,11 @@ func kernelClones(t *testing.T, c *sdk.Client, template string, gens ...string) 
 	draws := map[string]string{"random": "random.random()", "numpy": "float(numpy.random.rand())", "openssl": "ssl.RAND_bytes(8).hex()"}
 	seeds := map[string]string{"random": "random.seed(3)", "numpy": "numpy.random.seed(3)"} // OpenSSL's: none a user sets
 	modules := map[string]string{"random": "random", "numpy": "numpy", "openssl": "ssl"}
-	var seedCode, imports []string
+	var seedCode, imports, seeded []string
 	for _, g := range gens {
 		imports = append(imports, modules[g])
 		if seeds[g] != "" {
-			seedCode = append(seedCode, seeds[g])
+			seedCode, seeded = append(seedCode, seeds[g]), append(seeded, g)
 		}
 	}
 	code := "import " + strings.Join(imports, ", ") + "\nprint(" + strings.Join(exprsOf(draws, gens), ", ") + ")"
@@ -167,12 +167,6 @@ func kernelClones(t *testing.T, c *sdk.Client, template string, gens ...string) 
 
 	// A generator the user seeded keeps its sequence: a fork goes on with
 	// the parent's, as after os.fork.
-	seeded := gens[:0:0]
-	for _, g := range gens {
-		if seeds[g] != "" {
-			seeded = append(seeded, g)
-		}
-	}
 	runCode(t, last, "import "+strings.Join(seeded, ", ")+"\n"+strings.Join(seedCode, "\n"), sdk.CodeOptions{})
 	seededKid, err := last.Fork(ctx)
 	if err != nil {

@@ -343,7 +343,7 @@ func (a *Agent) connect(ctx context.Context, v vmm.VM) (*guestconn.Client, error
 		}
 		return nil, err
 	}
-	a.settle(v)
+	settle(a.log, v)
 	return client, nil
 }
 
@@ -357,7 +357,7 @@ func (a *Agent) deferSession(ctx context.Context, v vmm.VM) (*guestconn.Client, 
 	if err != nil {
 		return nil, err
 	}
-	return c.Deferred(a.cfg.ReadyTimeout, func() { a.settle(v) }), nil
+	return c.Deferred(a.cfg.ReadyTimeout, func() { settle(a.log, v) }), nil
 }
 
 // dialAgent connects the transport to v's agent.
@@ -371,9 +371,6 @@ func dialAgent(ctx context.Context, v vmm.VM) (*guestconn.Conn, error) {
 	}
 	return guestconn.Dial(ctx, v.AgentSocket())
 }
-
-// settle puts on v's caps that hold from its guest's first answer.
-func (a *Agent) settle(v vmm.VM) { settle(a.log, v) }
 
 // settle puts on v's caps that hold from its guest's first answer,
 // logging to log when they could not be.
