@@ -67,12 +67,18 @@ def handler(event, context):
 `
 
 const nodeESM = `import crypto from "node:crypto";
+import fs from "node:fs";
 let count = 0;
 export async function handler(event, context) {
   count += 1;
   console.log("node log line");
   const key = crypto.generateKeyPairSync("ed25519").publicKey.export({ type: "spki", format: "der" }).toString("hex");
-  return { hello: event.name, count, invocation: context.invocationId, style: "esm", now: Date.now(), key };
+  const rand = Buffer.alloc(16); // the kernel's RNG itself, not the shim's redirect of crypto
+  const fd = fs.openSync("/dev/urandom", "r");
+  fs.readSync(fd, rand);
+  fs.closeSync(fd);
+  return { hello: event.name, count, invocation: context.invocationId, style: "esm", now: Date.now(), key,
+           rand: rand.toString("hex"), generation: fs.readFileSync("/run/pandastack/generation", "utf8").trim() };
 }
 `
 
@@ -383,6 +389,20 @@ func TestFunctions(t *testing.T) {
 					t.Fatalf("%s invocation %d: OpenSSL made key %q, the same as an earlier fresh invocation's (or none)", fc.name, i, key)
 				}
 				keys[key] = true
+				// The restore's hello (functions/hello.go) was the shim's,
+				// through its addon: the kernel's RNG reseeded and a new
+				// generation token, with no agent woken for it.
+				if fc.style == "esm" {
+					rand, _ := m["rand"].(string)
+					gen, _ := m["generation"].(string)
+					if len(rand) != 32 || keys[rand] || len(gen) != 32 || keys[gen] {
+						t.Fatalf("%s invocation %d: kernel random %q, generation token %q: want both new", fc.name, i, rand, gen)
+					}
+					keys[rand], keys[gen] = true, true
+				}
+				eventually(t, 10*time.Second, fc.name+"'s VM greeted by the shim (hello=shim in the server's log)", func() bool {
+					return strings.Contains(strings.Join(main.logLines("invocation="+r.InvocationID), "\n"), "hello=shim")
+				})
 			}
 		}
 		bigEvent(t, c, "node-esm")

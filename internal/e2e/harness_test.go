@@ -77,6 +77,13 @@ func run(m *testing.M) (int, error) {
 			return 1, fmt.Errorf("build %s: %v\n%s", b, err, out)
 		}
 	}
+	// The Node shim's hello addon, beside the agent (as scripts/setup
+	// builds it): fresh Node invocations do the restore's hello in the shim.
+	cmd := exec.Command("gcc", "-shared", "-fPIC", "-O2", "-fvisibility=hidden", "-o",
+		filepath.Join(binDir, "pandastack-node-hello.node"), "../functions/shim/hello.c")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return 1, fmt.Errorf("build the Node hello addon: %v\n%s", err, out)
+	}
 	_ = os.Chmod(binDir, 0o755)
 	cacheDir = os.Getenv("PANDASTACK_E2E_CACHE")
 	if cacheDir == "" {

@@ -44,6 +44,7 @@ type baseKey struct {
 	template string // name
 	build    string // the template build's ID
 	memMiB   int    // 0: the template's
+	shims    string // the shim set's hash (shimSet.hash)
 }
 
 // baseEntry is a base as this server knows it: being looked for or baked
@@ -55,20 +56,10 @@ type baseEntry struct {
 	failedAt time.Time
 }
 
-// shimHash identifies the shims' source: a new shim needs new bases.
-var shimHash = func() string {
-	h := sha256.New()
-	for _, name := range []string{"shim.py", "shim.mjs"} {
-		body, _ := shimFS.ReadFile("shim/" + name)
-		h.Write(body)
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}()
-
 // prefix is the start of k's snapshot names: its family's, then a hash
-// of all of k (a base of another build or shim is stale).
+// of all of k (a base of another build or shim set is stale).
 func (k baseKey) prefix() string {
-	return k.familyPrefix() + shortHash(k.build, shimHash) + "-"
+	return k.familyPrefix() + shortHash(k.build, k.shims) + "-"
 }
 
 // familyPrefix starts the names of every base of k's runtime, template
@@ -94,7 +85,7 @@ func (s *Service) runtimeBase(ctx context.Context, teamID, template, runtime str
 	if err != nil || t.TeamID != "" || t.ID == "" {
 		return "" // a team's own template: no shared base; or the deploy's create reports the error
 	}
-	k := baseKey{runtime: runtime, template: t.Name, build: t.ID, memMiB: memMiB}
+	k := baseKey{runtime: runtime, template: t.Name, build: t.ID, memMiB: memMiB, shims: s.shims.hash}
 	s.mu.Lock()
 	e := s.bases[k]
 	if e != nil && e.err != nil && time.Since(e.failedAt) > baseRetry {
@@ -205,7 +196,7 @@ func (s *Service) bakeBase(ctx context.Context, k baseKey) (pandastack.Snapshot,
 	if err != nil {
 		return pandastack.Snapshot{}, fmt.Errorf("bake %s runtime base: reach its VM: %w", k.runtime, err)
 	}
-	shims, err := shimsTar()
+	shims, err := s.shims.tar()
 	if err != nil {
 		return pandastack.Snapshot{}, err
 	}

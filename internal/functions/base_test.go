@@ -33,12 +33,15 @@ func resolveTo(t pandastack.Template) func(context.Context, string, string) (pan
 // and shim; bases of the same family baked from another build are dropped,
 // and no team's snapshot is taken for a base or dropped, whatever its name.
 func TestRuntimeBaseFindsThePlatformsBase(t *testing.T) {
-	k := baseKey{runtime: RuntimeNode, template: "base", build: "b2"}
-	stale := baseKey{runtime: RuntimeNode, template: "base", build: "b1"}
-	python := baseKey{runtime: RuntimePython, template: "base", build: "b2"}
+	shims := newShimSet(nil).hash
+	k := baseKey{runtime: RuntimeNode, template: "base", build: "b2", shims: shims}
+	stale := baseKey{runtime: RuntimeNode, template: "base", build: "b1", shims: shims}
+	oldShims := baseKey{runtime: RuntimeNode, template: "base", build: "b2", shims: "an older shim set"}
+	python := baseKey{runtime: RuntimePython, template: "base", build: "b2", shims: shims}
 	snaps := snapshotList{
 		{ID: "snap_team", TeamID: "acme", Name: k.prefix() + "x"},
 		{ID: "snap_stale", Name: stale.prefix() + "y"},
+		{ID: "snap_old_shims", Name: oldShims.prefix() + "v"},
 		{ID: "snap_base", Name: k.prefix() + "z"},
 		{ID: "snap_py", Name: python.prefix() + "w"},
 	}
@@ -47,18 +50,19 @@ func TestRuntimeBaseFindsThePlatformsBase(t *testing.T) {
 	if got := s.runtimeBase(t.Context(), "acme", "base", RuntimeNode, 0); got != "snap_base" {
 		t.Fatalf("base = %q, want snap_base", got)
 	}
-	if !slices.Equal(e.deleted, []string{"snap_stale"}) {
-		t.Fatalf("deleted %v, want the stale node base only", e.deleted)
+	slices.Sort(e.deleted)
+	if !slices.Equal(e.deleted, []string{"snap_old_shims", "snap_stale"}) {
+		t.Fatalf("deleted %v, want the stale node bases only", e.deleted)
 	}
 	// Known now: no second look.
-	if got := s.runtimeBase(t.Context(), "globex", "base", RuntimeNode, 0); got != "snap_base" || len(e.deleted) != 1 {
+	if got := s.runtimeBase(t.Context(), "globex", "base", RuntimeNode, 0); got != "snap_base" || len(e.deleted) != 2 {
 		t.Fatalf("second deploy: base %q, deleted %v", got, e.deleted)
 	}
 }
 
 // A team's own template gets no shared base: its deploys start the runtime.
 func TestRuntimeBaseNotForATeamsTemplate(t *testing.T) {
-	k := baseKey{runtime: RuntimePython, template: "mine", build: "b1"}
+	k := baseKey{runtime: RuntimePython, template: "mine", build: "b1", shims: newShimSet(nil).hash}
 	s := New(Config{Engine: &deletingEngine{}, Snapshots: snapshotList{{ID: "snap_base", Name: k.prefix() + "z"}},
 		Resolve: resolveTo(pandastack.Template{TeamID: "acme", Name: "mine", ID: "b1"})})
 	if got := s.runtimeBase(t.Context(), "acme", "mine", RuntimePython, 0); got != "" {
@@ -74,6 +78,7 @@ func TestBaseKeyPrefixes(t *testing.T) {
 		{runtime: RuntimeNode, template: "other", build: "b1"},
 		{runtime: RuntimeNode, template: "base", build: "b2"},
 		{runtime: RuntimeNode, template: "base", build: "b1", memMiB: 1024},
+		{runtime: RuntimeNode, template: "base", build: "b1", shims: newShimSet([]byte("addon")).hash},
 	} {
 		if o.prefix() == k.prefix() {
 			t.Fatalf("%+v and %+v share a base name prefix %s", k, o, k.prefix())

@@ -34,8 +34,8 @@ type bundle struct {
 }
 
 // readBundle checks a tar.gz or zip upload (named by its first bytes) and
-// repacks it. Errors are EInvalid and say what is wrong.
-func readBundle(data []byte) (*bundle, error) {
+// repacks it with shims. Errors are EInvalid and say what is wrong.
+func readBundle(data []byte, shims shimSet) (*bundle, error) {
 	sum := sha256.Sum256(data)
 	b := &bundle{sha256: hex.EncodeToString(sum[:]), size: int64(len(data)), files: map[string]bool{}}
 	var buf bytes.Buffer
@@ -117,7 +117,7 @@ func readBundle(data []byte) (*bundle, error) {
 	if len(b.files) == 0 {
 		return nil, pandastack.Errorf(pandastack.EInvalid, "bundle holds no files")
 	}
-	if err := addShims(tw); err != nil {
+	if err := shims.add(tw); err != nil {
 		return nil, err
 	}
 	if err := tw.Close(); err != nil {

@@ -54,7 +54,7 @@ func TestReadBundle(t *testing.T) {
 		{"unpacks too big", tgz(t, tar.Header{Name: "big", Size: MaxUnpackedBytes + 1, Typeflag: tar.TypeReg}), nil, pandastack.ETooLarge},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b, err := readBundle(tc.data)
+			b, err := readBundle(tc.data, newShimSet(nil))
 			if tc.code != "" {
 				if pandastack.ErrorCode(err) != tc.code {
 					t.Fatalf("err %v, want %s", err, tc.code)
@@ -115,7 +115,7 @@ func TestHandlerAndName(t *testing.T) {
 // bundle past the limit is left to tar.
 func TestBundleCodeFiles(t *testing.T) {
 	b, err := readBundle(tgz(t, tar.Header{Name: "main.py", Mode: 0o644, Size: 3, Typeflag: tar.TypeReg},
-		tar.Header{Name: "lib/util.py", Mode: 0o755, Size: 5, Typeflag: tar.TypeReg}))
+		tar.Header{Name: "lib/util.py", Mode: 0o755, Size: 5, Typeflag: tar.TypeReg}), newShimSet([]byte("addon")))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -80,6 +80,11 @@ type Config struct {
 	Snapshots interface {
 		ListSnapshots(ctx context.Context, teamID string) ([]pandastack.Snapshot, error)
 	}
+	// NodeHelloAddon is the Node shim's hello addon, compiled
+	// (shim/hello.c; scripts/setup builds it): with it a fresh Node VM's
+	// shim does the restore's hello itself, as Python's does (hello.go).
+	// Empty: Node VMs wait for the guest agent's hello.
+	NodeHelloAddon []byte
 }
 
 // Service deploys and invokes functions. Create it with New.
@@ -105,6 +110,11 @@ type Service struct {
 	bases map[baseKey]*baseEntry
 	// starting holds a token per invocation VM starting (starts.go).
 	starting chan struct{}
+	// shims go into every function's VM (shim.go).
+	shims shimSet
+	// helloless are the snapshots whose shim could not do the hello's
+	// part (hello.go): their calls go to the agent's hello at once.
+	helloless sync.Map
 }
 
 // New returns a Service for cfg, filling in defaults.
@@ -129,7 +139,7 @@ func New(cfg Config) *Service {
 	}
 	stopping, stop := context.WithCancel(context.Background())
 	return &Service{cfg: cfg, log: cfg.Logger, gates: map[string]*gate{}, pools: map[string]*pool{}, bases: map[baseKey]*baseEntry{},
-		starting: make(chan struct{}, cfg.MaxStarting), stopping: stopping, stop: stop}
+		starting: make(chan struct{}, cfg.MaxStarting), stopping: stopping, stop: stop, shims: newShimSet(cfg.NodeHelloAddon)}
 }
 
 // MaxBundleBytes is the largest bundle a deploy takes.
@@ -221,7 +231,7 @@ func (s *Service) Deploy(ctx context.Context, teamID string, p DeployParams) (Fu
 	if int64(len(p.Bundle)) > s.cfg.MaxBundleBytes {
 		return Function{}, pandastack.Errorf(pandastack.ETooLarge, "bundle is %d bytes; at most %d are allowed", len(p.Bundle), s.cfg.MaxBundleBytes)
 	}
-	b, err := readBundle(p.Bundle)
+	b, err := readBundle(p.Bundle, s.shims)
 	if err != nil {
 		return Function{}, err
 	}

@@ -17,11 +17,11 @@ import (
 // invocation ~80 ms: the first run, in a new QEMU process, of the guest's
 // code to wake the agent (a Go runtime), read the hello and answer.
 //
-// A fresh Python invocation does that part in the shim instead, which is
+// A fresh invocation does that part in the shim instead, which is
 // already awake to read the call: the host sends the call as one line
 // prefixed "hello " with the seed and its time, on the VM's direct port,
 // and the VM's agent session is deferred (sandboxes.CreateParams
-// .DeferSession). The shim (shim.py, hello) mixes the seed in with
+// .DeferSession). The shim (shim.py and shim.mjs, hello) mixes the seed in with
 // RNDADDENTROPY, reseeds with RNDRESEEDCRNG, sets the clock, writes the
 // host's new token to the agent's generation file (guest.GenerationFile)
 // and runs the call, its reply marked "seeded". Anything else is the call not run: a
@@ -30,9 +30,10 @@ import (
 // host begins the agent's session — the agent's hello does it — and
 // sends the call again as usual.
 //
-// Node keeps the agent's hello: it has no ioctl to reseed the kernel's
-// RNG with, and its reads of /dev/urandom (shim.mjs) need the kernel's
-// RNG reseeded.
+// Python's shim has the calls it needs (fcntl.ioctl, clock_settime).
+// Node has neither: its shim does the part through a Node-API addon of
+// ours (shim/hello.c, Config.NodeHelloAddon); a server without the
+// addon leaves Node VMs to the agent's hello (Service.shimHellos).
 
 // helloPrefix starts a call line that carries the hello's part.
 const helloPrefix = "hello "

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"net"
 	"strings"
 	"testing"
@@ -124,5 +125,31 @@ func TestHelloSeedsDiffer(t *testing.T) {
 	}
 	if len(seeds) != 2 {
 		t.Fatalf("seeds %v: want two different", seeds)
+	}
+}
+
+// Python's shim does the hello's part; Node's only with the addon; a
+// snapshot whose shim could not is not asked again.
+func TestShimHellos(t *testing.T) {
+	py := Version{Runtime: RuntimePython, SnapshotID: "snap_py"}
+	node := Version{Runtime: RuntimeNode, SnapshotID: "snap_node"}
+	without, with := New(Config{}), New(Config{NodeHelloAddon: []byte("addon")})
+	if !without.shimHellos(py) || without.shimHellos(node) {
+		t.Fatal("without the addon: want Python's shim asked, Node's not")
+	}
+	if !with.shimHellos(py) || !with.shimHellos(node) {
+		t.Fatal("with the addon: want both shims asked")
+	}
+	if by := with.noteHello(node, true, shimReply{OK: true, Seeded: true}, nil); by != "shim" || !with.shimHellos(node) {
+		t.Fatalf("a seeded reply: greeted by %q, asked again %v; want the shim, and asked again", by, with.shimHellos(node))
+	}
+	if by := with.noteHello(node, true, shimReply{}, errors.New("timeout")); by != "agent" || !with.shimHellos(node) {
+		t.Fatal("a failed call says nothing of the shim: it is asked again")
+	}
+	if by := with.noteHello(node, true, shimReply{OK: true}, nil); by != "agent" || with.shimHellos(node) {
+		t.Fatalf("a shim that could not: greeted by %q; want the agent, and that snapshot's shim not asked again", by)
+	}
+	if !with.shimHellos(Version{Runtime: RuntimeNode, SnapshotID: "snap_node2"}) {
+		t.Fatal("another snapshot's shim is still asked")
 	}
 }

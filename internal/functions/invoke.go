@@ -107,9 +107,9 @@ func (s *Service) execute(ctx context.Context, f Function, inv *Invocation, even
 	v := f.Latest
 	t0 := time.Now()
 	warm := v.Isolation == IsolationWarm
-	// A fresh Python VM's shim greets its guest itself (hello.go): its
-	// agent's session is deferred, and begun only if the shim cannot.
-	selfHello := !warm && v.Runtime == RuntimePython
+	// A fresh VM's shim greets its guest itself (hello.go): its agent's
+	// session is deferred, and begun only if the shim cannot.
+	selfHello := !warm && s.shimHellos(v)
 	sbID, expires := "", time.Time{}
 	started := func() {} // gives back the start slot (starts.go)
 	if warm {
@@ -176,9 +176,10 @@ func (s *Service) execute(ctx context.Context, f Function, inv *Invocation, even
 		after()
 	}()
 	tStarted := time.Now()
+	hello := "agent" // who greeted the guest after its restore (hello.go)
 	defer func() {
-		log.Info("invocation ended", "status", inv.Status, "sandbox", sbID, "isolation", v.Isolation, "restore_ms", tStarted.Sub(t0).Milliseconds(),
-			"call_ms", time.Since(tStarted).Milliseconds())
+		log.Info("invocation ended", "status", inv.Status, "sandbox", sbID, "isolation", v.Isolation, "hello", hello,
+			"restore_ms", tStarted.Sub(t0).Milliseconds(), "call_ms", time.Since(tStarted).Milliseconds())
 	}()
 	deadline := time.Now().Add(v.Timeout)
 	cctx, cancel := context.WithDeadline(ctx, deadline)
@@ -190,6 +191,7 @@ func (s *Service) execute(ctx context.Context, f Function, inv *Invocation, even
 		"execution_id": o.ExecutionID, "scheduled_time": scheduled(o.ScheduledTime), "deadline_ms": deadline.UnixMilli(),
 	})
 	started()
+	hello = s.noteHello(v, selfHello, reply, err)
 	switch {
 	case err != nil && !time.Now().Before(deadline) && ctx.Err() == nil:
 		s.finish(ctx, inv, StatusTimedOut, nil, &FunctionError{Type: "Timeout",
@@ -207,6 +209,30 @@ func (s *Service) execute(ctx context.Context, f Function, inv *Invocation, even
 		s.finish(ctx, inv, StatusFailed, nil, reply.Error, reply.Logs)
 	}
 	ph.mark("finish")
+}
+
+// shimHellos says whether v's fresh VMs have their shim do the hello's
+// part (hello.go): Python's shim can, Node's with the hello addon
+// (Config.NodeHelloAddon), unless one of v's calls found it could not.
+func (s *Service) shimHellos(v Version) bool {
+	if _, no := s.helloless.Load(v.SnapshotID); no {
+		return false
+	}
+	return v.Runtime == RuntimePython || (v.Runtime == RuntimeNode && s.shims.nodeHello())
+}
+
+// noteHello says who greeted a call's guest after its restore, "shim" or
+// "agent", from the call's outcome. A shim that was asked and could not
+// (one baked before it could, or without the privileges) marks v's
+// snapshot: its calls go to the agent's hello from then on.
+func (s *Service) noteHello(v Version, asked bool, reply shimReply, err error) string {
+	if reply.Seeded {
+		return "shim"
+	}
+	if asked && err == nil {
+		s.helloless.Store(v.SnapshotID, true)
+	}
+	return "agent"
 }
 
 // stoppedErr is how an invocation the server's stop ended is recorded:

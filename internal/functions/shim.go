@@ -3,7 +3,9 @@ package functions
 import (
 	"archive/tar"
 	"bytes"
+	"crypto/sha256"
 	"embed"
+	"encoding/hex"
 	"fmt"
 )
 
@@ -18,19 +20,51 @@ const (
 	shimDir  = "/opt/pandastack-fn" // the shims
 	stateDir = "/run/pandastack-fn" // "ready" or "error" once the handler loaded
 	shimPort = 9009                 // the shim's port on the guest's loopback
+	// nodeHelloFile is the Node shim's hello addon in shimDir (shim/hello.c).
+	nodeHelloFile = "hello.node"
 )
 
-func addShims(tw *tar.Writer) error {
+// shimSet is what goes under shimDir in every function's VM: the two
+// runtimes' shims and, when the server has it (Config.NodeHelloAddon),
+// the Node shim's hello addon. hash names the set: a new set needs new
+// runtime bases.
+type shimSet struct {
+	names []string
+	files map[string][]byte
+	hash  string
+}
+
+func newShimSet(nodeHello []byte) shimSet {
+	set := shimSet{files: map[string][]byte{}}
+	h := sha256.New()
 	for _, name := range []string{"shim.py", "shim.mjs"} {
 		body, err := shimFS.ReadFile("shim/" + name)
 		if err != nil {
-			return fmt.Errorf("read shim %s: %w", name, err)
+			panic("embedded shim " + name + ": " + err.Error())
 		}
+		set.names, set.files[name] = append(set.names, name), body
+		h.Write(body)
+	}
+	if len(nodeHello) > 0 {
+		set.names, set.files[nodeHelloFile] = append(set.names, nodeHelloFile), nodeHello
+		h.Write(nodeHello)
+	}
+	set.hash = hex.EncodeToString(h.Sum(nil))
+	return set
+}
+
+// nodeHello says whether the set's Node shim can do the hello's part.
+func (set shimSet) nodeHello() bool { return set.files[nodeHelloFile] != nil }
+
+// add writes the set into tw, entries under shimDir.
+func (set shimSet) add(tw *tar.Writer) error {
+	for _, name := range set.names {
+		body := set.files[name]
 		if err := tw.WriteHeader(&tar.Header{Name: shimDir[1:] + "/" + name, Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg}); err != nil {
-			return err
+			return fmt.Errorf("pack shim %s: %w", name, err)
 		}
 		if _, err := tw.Write(body); err != nil {
-			return err
+			return fmt.Errorf("pack shim %s: %w", name, err)
 		}
 	}
 	return nil
@@ -62,11 +96,11 @@ func shimWaitCommand(runtime string) string {
 	return fmt.Sprintf("rm -rf %[1]s && mkdir -p %[1]s && cd / && exec setsid %[2]s </dev/null >%[1]s/shim.log 2>&1", stateDir, run)
 }
 
-// shimsTar is a tar of the shims alone, entries under shimDir.
-func shimsTar() (*bytes.Reader, error) {
+// tar is a tar of the set alone, entries under shimDir.
+func (set shimSet) tar() (*bytes.Reader, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	if err := addShims(tw); err != nil {
+	if err := set.add(tw); err != nil {
 		return nil, err
 	}
 	if err := tw.Close(); err != nil {

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/pandastack/pandastack/internal/api"
@@ -21,12 +23,29 @@ func (s *Server) openFunctions(ctx context.Context) error {
 	sbx := sandboxes.New(sandboxes.Config{Store: s.store, Engine: engine, Logger: s.log, Quotas: s.quotas})
 	s.fns = functions.New(functions.Config{Store: s.store, Sandboxes: sbx, Engine: engine, Secrets: s.secrets, Records: s.store,
 		Logger: s.log.With("component", "functions"), Routes: s.routes, Domain: s.domain(), StatusFor: api.StatusForCode,
-		Prewarm: s.prewarmSnapshot, PrewarmSize: s.cfg.PoolSize, Resolve: s.registry.Resolve, Snapshots: s.store})
+		Prewarm: s.prewarmSnapshot, PrewarmSize: s.cfg.PoolSize, Resolve: s.registry.Resolve, Snapshots: s.store,
+		NodeHelloAddon: s.nodeHelloAddon()})
 	s.cron = cron.New(cron.Config{Store: s.store, Invoker: s.fns, Logger: s.log.With("component", "cron")})
 	if err := s.fns.RouteAll(ctx); err != nil {
 		return err
 	}
 	return s.fns.Recover(ctx)
+}
+
+// NodeHelloName is the Node function shim's hello addon, built by
+// scripts/setup beside pandastack-guest (functions.Config.NodeHelloAddon).
+const NodeHelloName = "pandastack-node-hello.node"
+
+// nodeHelloAddon reads the addon from beside the guest agent; without it
+// fresh Node invocations wait for the agent's hello.
+func (s *Server) nodeHelloAddon() []byte {
+	p := filepath.Join(filepath.Dir(s.cfg.AgentPath), NodeHelloName)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		s.log.Warn("no Node hello addon: fresh Node function invocations wait for the guest agent's hello (scripts/setup builds it)", "path", p, "err", err)
+		return nil
+	}
+	return b
 }
 
 // prewarmSnapshot keeps n QEMU processes prepared for snapshot id on this

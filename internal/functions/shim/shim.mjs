@@ -22,7 +22,7 @@ import fs from "node:fs";
 import { syncBuiltinESMExports } from "node:module";
 import net from "node:net";
 import path from "node:path";
-import { pathToFileURL } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 
 // Randomness. Every VM restored from one snapshot starts with the state its
 // runtime had at the bake: V8's Math.random, and OpenSSL's generator, which
@@ -131,6 +131,60 @@ async function load(dir, file, func, env) {
   return h;
 }
 
+// The hello's part (functions/hello.go): a fresh invocation's line may
+// come as "hello " and the call with a seed, a generation token and the
+// host's time; the shim then does what the guest agent's hello does after
+// a restore, before the handler runs. Node has no ioctl or clock_settime:
+// hello.node (functions/shim/hello.c, a Node-API addon) has. Loaded, like
+// the files below, before the snapshot; a server without the addon sends
+// no such lines to Node, and an old or unprivileged shim answers them
+// "not seeded" (the host has the agent do it).
+const HELLO = "hello ";
+const GENERATION = "/run/pandastack/generation";
+let native = null;
+try {
+  const m = { exports: {} };
+  process.dlopen(m, path.join(path.dirname(fileURLToPath(import.meta.url)), "hello.node"));
+  native = m.exports;
+} catch {
+  // none here: the agent's hello does it
+}
+let generation = null; // opened now: under TCG an open is kernel code run for the first time
+try {
+  generation = fs.openSync(GENERATION, fs.constants.O_WRONLY);
+} catch {
+  // none to publish (the agent makes it at its first hello)
+}
+
+// hello mixes the host's seed into the kernel's RNG and has it reseed,
+// sets the clock to the host's and publishes the host's new generation
+// token; it throws when any of it fails (the call must not run then).
+function hello(h) {
+  if (native === null) throw new Error("no hello addon in this shim");
+  const seed = Buffer.from(String(h.seed ?? ""), "hex");
+  const ns = Number(h.now_ns);
+  const sec = Math.floor(ns / 1e9);
+  const rc = native.hello(urandom, seed, sec, Math.min(999999999, Math.max(0, Math.round(ns - sec * 1e9))));
+  if (rc !== 0) throw new Error(rc === -1 ? "EPERM: the shim is not root" : `errno ${-rc}`);
+  if (generation !== null) fs.writeSync(generation, String(h.generation) + "\n", 0);
+}
+
+// directCall answers a line from the direct port: a call, or a call with
+// the hello's part, whose reply says "seeded" when the part was done and
+// the call ran (without it the call did not run).
+async function directCall(line) {
+  if (!line.startsWith(HELLO)) return invoke(line);
+  let req;
+  try {
+    req = JSON.parse(line.slice(HELLO.length));
+    hello(req);
+  } catch (e) {
+    const error = { type: (e && e.constructor && e.constructor.name) || "Error", message: `the shim could not do the hello's part: ${e && e.message}`, stack: "" };
+    return JSON.stringify({ ok: false, seeded: false, error, logs: "" });
+  }
+  return invoke(null, req);
+}
+
 const DIRECT_PORT = "pandastack.direct";
 
 // openDirect opens the VM's direct port: null when its machine has none;
@@ -179,7 +233,7 @@ function serveDirect(fd) {
         pending.push(data.subarray(0, i));
         const line = Buffer.concat(pending).toString("utf8");
         pending = [];
-        const reply = Buffer.from((await invoke(line)) + "\n");
+        const reply = Buffer.from((await directCall(line)) + "\n");
         try {
           for (let off = 0; off < reply.length; ) off += fs.writeSync(fd, reply, off);
         } catch {
@@ -231,7 +285,10 @@ function context(d) {
   };
 }
 
-async function invoke(line) {
+// invoke runs one call (line, or req already decoded from a hello line:
+// its reply says "seeded") and returns its reply line.
+async function invoke(line, req) {
+  const seeded = req === undefined ? {} : { seeded: true };
   let logs = "";
   const out = process.stdout.write, err = process.stderr.write;
   process.stdout.write = process.stderr.write = (c, ...rest) => {
@@ -241,7 +298,7 @@ async function invoke(line) {
     return true;
   };
   try {
-    const body = JSON.parse(line);
+    const body = req ?? JSON.parse(line);
     if (body.warmup) return warmup(body);
     if (body.load) return await loadRequest(body.load);
     if (body.openssl) {
@@ -252,11 +309,11 @@ async function invoke(line) {
     await waitClock(body.now_ms);
     drawOpenSSL(false);
     const result = await handler(body.event, context(body.context ?? {}));
-    return JSON.stringify({ ok: true, result: result === undefined ? null : result, logs });
+    return JSON.stringify({ ok: true, result: result === undefined ? null : result, logs, ...seeded });
   } catch (e) {
     const type = (e && e.constructor && e.constructor.name) || "Error";
     const message = String(e && e.message !== undefined ? e.message : e);
-    return JSON.stringify({ ok: false, error: { type, message, stack: String((e && e.stack) || "") }, logs });
+    return JSON.stringify({ ok: false, error: { type, message, stack: String((e && e.stack) || "") }, logs, ...seeded });
   } finally {
     process.stdout.write = out;
     process.stderr.write = err;
@@ -294,6 +351,7 @@ async function loadRequest(l) {
 // instead of in every fresh invocation.
 async function warmup(body) {
   context(body.context ?? {}).getRemainingTimeInMillis();
+  await directCall(HELLO + "{}"); // compiled, and the addon called: a seed of none is refused before any ioctl
   console.log("warm-up");
   const e = new Error("warm-up");
   JSON.stringify({ ok: false, error: { type: e.constructor.name, message: e.message, stack: String(e.stack) }, logs: "" });
