@@ -63,6 +63,14 @@ func runDoctor(ctx context.Context, s *streams, args []string) int {
 	}
 	agent, err := server.FindAgent()
 	check("pandastack-guest", err == nil, errOr(err, agent))
+	if err == nil {
+		addon := filepath.Join(filepath.Dir(agent), server.NodeHelloName)
+		if _, err := os.Stat(addon); err == nil {
+			note("node function hello addon", addon)
+		} else {
+			note("node function hello addon", "missing (scripts/setup builds it): fresh Node invocations wait for the guest agent's hello")
+		}
+	}
 
 	var st unix.Statfs_t
 	if err := os.MkdirAll(*dataDir, 0o711); err == nil && unix.Statfs(*dataDir, &st) == nil {
