@@ -78,6 +78,19 @@ type functionsBenchResult struct {
 	PythonAloneAnswerRatio    float64 `json:"fn_python_fresh_alone_answer_floor_ratio"`
 	NodeFreshAnswerRatio      float64 `json:"fn_node_fresh_answer_floor_ratio"`
 	Parallel20AnswerFloorRate float64 `json:"fn_parallel20_answer_floor_ratio"`
+	// The same restores timed until the function's shim answered a ping
+	// on the direct port (no agent greeted), p50 and p99 of 10, from the
+	// prepared process's load: the least any fresh invocation of each
+	// runtime needs (the VM restored, the runtime woken by a line and
+	// answering one). The ratios are each runtime's fresh p50 alone over
+	// its own: what the invocation's own work (the hello's part, the
+	// call, the handler) adds.
+	FnPythonShimFloorP50 float64 `json:"fn_python_shim_floor_ms"`
+	FnPythonShimFloorP99 float64 `json:"fn_python_shim_floor_p99_ms"`
+	FnNodeShimFloorP50   float64 `json:"fn_node_shim_floor_ms"`
+	FnNodeShimFloorP99   float64 `json:"fn_node_shim_floor_p99_ms"`
+	PythonAloneShimRatio float64 `json:"fn_python_fresh_alone_shim_floor_ratio"`
+	NodeAloneShimRatio   float64 `json:"fn_node_fresh_alone_shim_floor_ratio"`
 	// Warm invocations (isolation warm, after a first call).
 	WarmP50 float64 `json:"fn_warm_p50_ms"`
 	WarmP99 float64 `json:"fn_warm_p99_ms"`
@@ -219,6 +232,19 @@ func benchFunctions(ctx context.Context, c *sdk.Client, n, cronRuns int, progres
 	if f, err := c.BenchFunctionAnswerFloor(ctx, names["node"], 5, 0); err == nil {
 		res.FnNodeAnswerFloorP50 = f.LoadP50Ms
 		res.NodeFreshAnswerRatio = ratio(res.NodeFreshP50, res.FnNodeAnswerFloorP50)
+	}
+	progress("bare restores of each function's snapshot until its shim answers, 10 each (the shim floors)")
+	if f, err := c.BenchFunctionShimFloor(ctx, names["python"], 10, 0); err != nil {
+		progress("no python shim floor: %v", err)
+	} else {
+		res.FnPythonShimFloorP50, res.FnPythonShimFloorP99 = f.LoadP50Ms, pct(f.LoadMs, 99)
+		res.PythonAloneShimRatio = ratio(res.PythonFreshAloneP50, res.FnPythonShimFloorP50)
+	}
+	if f, err := c.BenchFunctionShimFloor(ctx, names["node"], 10, 0); err != nil {
+		progress("no node shim floor: %v", err)
+	} else {
+		res.FnNodeShimFloorP50, res.FnNodeShimFloorP99 = f.LoadP50Ms, pct(f.LoadMs, 99)
+		res.NodeAloneShimRatio = ratio(res.NodeFreshAloneP50, res.FnNodeShimFloorP50)
 	}
 	progress("20 fresh invocations at once")
 	t0 := time.Now()

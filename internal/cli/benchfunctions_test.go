@@ -65,9 +65,13 @@ func benchStandIn(t *testing.T, okInvokes int) (*sdk.Client, func() map[string]i
 		case "POST /v1/admin/bench/floor":
 			var req map[string]any
 			json.NewDecoder(r.Body).Decode(&req)
-			if req["function"] == nil || req["template"] != nil || (req["parallel"] != float64(20) && req["answer"] != true) {
+			if req["function"] == nil || req["template"] != nil || (req["parallel"] != float64(20) && req["answer"] != true && req["shim"] != true) {
 				w.WriteHeader(400)
 				w.Write([]byte(`{"code":"invalid","message":"want a function's floor with 20 at once"}`))
+				return
+			}
+			if req["shim"] == true {
+				w.Write([]byte(`{"function":"x","accel":"tcg","answer":true,"shim":true,"restore_p50_ms":45,"load_p50_ms":20,"load_ms":[18,20,25]}`))
 				return
 			}
 			if req["answer"] == true {
@@ -122,11 +126,16 @@ func TestBenchFunctionsPlumbing(t *testing.T) {
 		res.NodeFreshAnswerRatio != res.NodeFreshP50/30 || res.Parallel20AnswerFloorRate != res.Parallel20Ms/800 {
 		t.Fatalf("function answer floors: %+v", res)
 	}
+	// The shim floors, one per runtime: the load until the shim answered.
+	if res.FnPythonShimFloorP50 != 20 || res.FnNodeShimFloorP50 != 20 || res.FnNodeShimFloorP99 != 25 ||
+		res.PythonAloneShimRatio != res.PythonFreshAloneP50/20 || res.NodeAloneShimRatio != res.NodeFreshAloneP50/20 {
+		t.Fatalf("function shim floors: %+v", res)
+	}
 	// 4 plain creates (the floor), each killed; 3 deploys and 2×5 more; 4 python + 4
 	// node, the same alone, 1 + 4 warm and 20 parallel invocations; all removed.
 	n := calls()
 	if n["POST /v1/functions"] != 3+2*benchRedeploys || n["invoke"] != 41 || n["delete function"] != 3 || n["DELETE /v1/schedules/cron_1"] != 1 ||
-		n["POST /v1/sandboxes"] != 4 || n["DELETE /v1/sandboxes/sbx_1"] != 4 || n["POST /v1/admin/bench/floor"] != 3 {
+		n["POST /v1/sandboxes"] != 4 || n["DELETE /v1/sandboxes/sbx_1"] != 4 || n["POST /v1/admin/bench/floor"] != 5 {
 		t.Fatalf("calls: %v", n)
 	}
 }

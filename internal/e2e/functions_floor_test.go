@@ -29,6 +29,11 @@ func TestBenchFunctionFloor(t *testing.T) {
 	if f.RestoreP50Ms <= 0 || len(f.RestoreMs) != 1 || f.Parallel != 2 || f.ParallelMs < f.ParallelP50Ms || f.ParallelP50Ms <= 0 {
 		t.Fatalf("function floor figures are not sane: %+v", f)
 	}
+	// The shim floor: a restore until the function's own shim answered a
+	// ping on the direct port (the server checks the answer is its pong).
+	if sf, err := admin.BenchFunctionShimFloor(ctx, "floor-hello", 2, 0); err != nil || len(sf.LoadMs) != 2 || sf.LoadP50Ms <= 0 || sf.LoadP50Ms > sf.RestoreP50Ms {
+		t.Fatalf("function shim floor: %+v, %v", sf, err)
+	}
 	for _, d := range vmDirs(main.dataDir) {
 		if strings.HasPrefix(d, "floor_") {
 			t.Errorf("bare restore %s left behind", d)

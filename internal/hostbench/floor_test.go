@@ -1,6 +1,7 @@
 package hostbench
 
 import (
+	"bufio"
 	"context"
 	"net"
 	"testing"
@@ -18,7 +19,7 @@ type restorer struct {
 	answered int // restores asked to wait for the guest's answer
 }
 
-func (r *restorer) BareRestores(ctx context.Context, snap vmm.Snapshot, n int, answer func(context.Context, net.Conn) error) ([]vmm.RestoreTime, time.Duration, error) {
+func (r *restorer) BareRestores(ctx context.Context, snap vmm.Snapshot, n int, answer vmm.FloorAnswer) ([]vmm.RestoreTime, time.Duration, error) {
 	var each []vmm.RestoreTime
 	for range n {
 		r.restored = append(r.restored, snap.Key)
@@ -102,4 +103,35 @@ type templateSnapshots struct{}
 
 func (templateSnapshots) Snapshot(ctx context.Context, ref string) (vmm.Snapshot, pandastack.Template, error) {
 	return vmm.Snapshot{Key: "tpl-" + ref}, pandastack.Template{Name: ref}, nil
+}
+
+// A shim floor pings the function's shim on the direct port and waits for
+// its pong; it is for functions only, and a machine without the port, or
+// a shim that answers anything else, is an error, not a floor.
+func TestShimFloorPingsTheShim(t *testing.T) {
+	if err := (&FloorRequest{Template: "base", Shim: true}).Validate(); pandastack.ErrorCode(err) != pandastack.EInvalid {
+		t.Fatalf("a template's shim floor: %v, want EInvalid", err)
+	}
+	r := FloorRequest{Function: "hello", Shim: true}
+	if err := r.Validate(); err != nil || !r.Answer {
+		t.Fatalf("a function's shim floor: %v, answer %v; want valid and timed until an answer", err, r.Answer)
+	}
+	if err := shimAnswers(t.Context(), nil, nil); err == nil {
+		t.Fatal("no direct port: want an error")
+	}
+	for answer, ok := range map[string]bool{`{"ok":true,"result":"pong","logs":""}`: true, `{"ok":false,"error":{}}`: false} {
+		host, guest := net.Pipe()
+		go func() {
+			defer guest.Close()
+			line, _ := bufio.NewReader(guest).ReadString('\n')
+			if line == "ping\n" {
+				_, _ = guest.Write([]byte(answer + "\n"))
+			}
+		}()
+		err := shimAnswers(t.Context(), nil, host)
+		host.Close()
+		if (err == nil) != ok {
+			t.Fatalf("shim answered %s: err %v", answer, err)
+		}
+	}
 }

@@ -7,11 +7,14 @@
 package hostbench
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/pandastack/pandastack"
@@ -25,7 +28,7 @@ type Restorer interface {
 	// ends them: each one's time to running (or, with answer, until
 	// answer, given the VM's agent socket, returned), from exec and from
 	// the state's load, and the time until the last one was done.
-	BareRestores(ctx context.Context, snap vmm.Snapshot, n int, answer func(context.Context, net.Conn) error) ([]vmm.RestoreTime, time.Duration, error)
+	BareRestores(ctx context.Context, snap vmm.Snapshot, n int, answer vmm.FloorAnswer) ([]vmm.RestoreTime, time.Duration, error)
 	// Processes maps every VM id with a live process to its pid.
 	Processes() (map[string]int, error)
 	Accel() pandastack.Accel
@@ -93,6 +96,12 @@ type FloorRequest struct {
 	// first command, which under TCG spawns the first process a new QEMU
 	// translates.
 	Exec bool `json:"exec,omitempty"`
+	// Shim, for a function, times each restore until the function's shim
+	// answered a ping on the VM's direct port, with no agent greeted:
+	// what any fresh invocation of it needs at least (the VM restored,
+	// its runtime woken by a line and answering one), before its own
+	// work — the hello's part, the call, the handler.
+	Shim bool `json:"shim,omitempty"`
 }
 
 // Floor is what the VMM alone takes to restore a template.
@@ -104,6 +113,7 @@ type Floor struct {
 	// Exec: until its first command exited.
 	Answer bool `json:"answer,omitempty"`
 	Exec   bool `json:"exec,omitempty"`
+	Shim   bool `json:"shim,omitempty"`
 	// RestoreP50Ms is the median of the sequential restores, from QEMU's
 	// exec until QMP says the VM runs (or, with Answer, until its guest
 	// agent answered a hello).
@@ -142,7 +152,13 @@ func (r *FloorRequest) Validate() error {
 	if r.Parallel < 0 || r.Parallel > maxFloor {
 		return pandastack.Errorf(pandastack.EInvalid, "parallel must be between 0 and %d", maxFloor)
 	}
-	if r.Exec {
+	if r.Shim && r.Function == "" {
+		return pandastack.Errorf(pandastack.EInvalid, "shim: measures a function's floor; give function")
+	}
+	if r.Shim && r.Exec {
+		return pandastack.Errorf(pandastack.EInvalid, "shim and exec: give one")
+	}
+	if r.Exec || r.Shim {
 		r.Answer = true
 	}
 	return nil
@@ -158,9 +174,11 @@ func (b *Bench) Floor(ctx context.Context, r FloorRequest) (Floor, error) {
 	if err != nil {
 		return Floor{}, err
 	}
-	f := Floor{Template: r.Template, Function: r.Function, Accel: b.cfg.Driver.Accel(), Parallel: r.Parallel, Answer: r.Answer, Exec: r.Exec}
-	var answer func(context.Context, net.Conn) error
+	f := Floor{Template: r.Template, Function: r.Function, Accel: b.cfg.Driver.Accel(), Parallel: r.Parallel, Answer: r.Answer, Exec: r.Exec, Shim: r.Shim}
+	var answer vmm.FloorAnswer
 	switch {
+	case r.Shim:
+		answer = shimAnswers
 	case r.Exec:
 		answer = agentExecs
 	case r.Answer:
@@ -186,13 +204,13 @@ func (b *Bench) Floor(ctx context.Context, r FloorRequest) (Floor, error) {
 		}
 		f.ParallelMs, f.ParallelP50Ms = ms(wall), median(xs)
 	}
-	b.log.Info("bench floor", "of", what, "answer", r.Answer, "exec", r.Exec, "restore_p50_ms", f.RestoreP50Ms, "load_p50_ms", f.LoadP50Ms, "parallel", f.Parallel, "parallel_ms", f.ParallelMs)
+	b.log.Info("bench floor", "of", what, "answer", r.Answer, "exec", r.Exec, "shim", r.Shim, "restore_p50_ms", f.RestoreP50Ms, "load_p50_ms", f.LoadP50Ms, "parallel", f.Parallel, "parallel_ms", f.ParallelMs)
 	return f, nil
 }
 
 // agentAnswers says hello to a restored guest's agent and waits for its
 // answer, as the host agent does before a create answers.
-func agentAnswers(ctx context.Context, c net.Conn) error {
+func agentAnswers(ctx context.Context, c, _ net.Conn) error {
 	cl, _, err := guestconn.NewConn(c).Handshake(ctx)
 	if err != nil {
 		return err
@@ -202,7 +220,7 @@ func agentAnswers(ctx context.Context, c net.Conn) error {
 
 // agentExecs says hello to a restored guest's agent, runs /bin/true in
 // the guest and waits for it to exit, as a create and its first command do.
-func agentExecs(ctx context.Context, c net.Conn) error {
+func agentExecs(ctx context.Context, c, _ net.Conn) error {
 	cl, _, err := guestconn.NewConn(c).Handshake(ctx)
 	if err != nil {
 		return err
@@ -214,6 +232,32 @@ func agentExecs(ctx context.Context, c net.Conn) error {
 	}
 	if res.ExitCode != 0 {
 		return fmt.Errorf("first command: /bin/true exited %d", res.ExitCode)
+	}
+	return nil
+}
+
+// shimPing is the line a function's shim answers first of all, with one
+// line (functions/shim: shim.py and shim.mjs, direct_call/directCall).
+const shimPing = "ping\n"
+
+// shimAnswers sends a restored function VM's shim a ping on its direct
+// port and waits for the answer line; the agent is never greeted.
+func shimAnswers(ctx context.Context, _, direct net.Conn) error {
+	if direct == nil {
+		return pandastack.Errorf(pandastack.EInvalid, "the function's machine has no direct port (deployed before it had one)")
+	}
+	if d, ok := ctx.Deadline(); ok {
+		_ = direct.SetDeadline(d)
+	}
+	if _, err := io.WriteString(direct, shimPing); err != nil {
+		return fmt.Errorf("ping the shim: %w", err)
+	}
+	line, err := bufio.NewReader(direct).ReadString('\n')
+	if err != nil {
+		return fmt.Errorf("read the shim's answer: %w", err)
+	}
+	if !strings.Contains(line, `"pong"`) {
+		return fmt.Errorf("the shim answered %q, not pong (a shim from before the ping)", strings.TrimSpace(line))
 	}
 	return nil
 }

@@ -2,7 +2,6 @@ package hostbench
 
 import (
 	"context"
-	"net"
 	"os"
 	"testing"
 	"time"
@@ -78,7 +77,7 @@ func TestParseHostCPU(t *testing.T) {
 // procs is a Restorer that only lists processes.
 type procs map[string]int
 
-func (p procs) BareRestores(context.Context, vmm.Snapshot, int, func(context.Context, net.Conn) error) ([]vmm.RestoreTime, time.Duration, error) {
+func (p procs) BareRestores(context.Context, vmm.Snapshot, int, vmm.FloorAnswer) ([]vmm.RestoreTime, time.Duration, error) {
 	return nil, 0, nil
 }
 func (p procs) Processes() (map[string]int, error) { return p, nil }

@@ -21,12 +21,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/pandastack/pandastack"
 )
+
+// FloorAnswer ends a bare restore's clock (the QEMU driver's
+// BareRestores) when the guest has answered: it is given the restored
+// VM's agent socket and its direct port (nil when its machine has none).
+type FloorAnswer func(ctx context.Context, agent, direct net.Conn) error
 
 // RestoreTime is one bare restore's clock, the floor a create stands on
 // (the QEMU driver's BareRestores, measured by `pandastack bench`).

@@ -18,3 +18,12 @@ func (c *Client) BenchFunctionFloor(ctx context.Context, function string, sequen
 func (c *Client) BenchFunctionAnswerFloor(ctx context.Context, function string, sequential, parallel int) (*BenchFloor, error) {
 	return c.benchFloor(ctx, map[string]any{"function": function, "sequential": sequential, "parallel": parallel, "answer": true})
 }
+
+// BenchFunctionShimFloor is BenchFunctionFloor with each restore timed
+// until the function's shim answered a ping on the VM's direct port, no
+// agent greeted: what any fresh invocation of the function needs at least
+// (its VM restored, its runtime woken by a line and answering one). Its
+// LoadP50Ms is a restore into a process prepared ahead.
+func (c *Client) BenchFunctionShimFloor(ctx context.Context, function string, sequential, parallel int) (*BenchFloor, error) {
+	return c.benchFloor(ctx, map[string]any{"function": function, "sequential": sequential, "parallel": parallel, "shim": true})
+}

@@ -26,7 +26,7 @@ import (
 // runs. Each is timed twice: from its QEMU's exec, and from the moment the
 // process was up and handed the state (what a create from the pool pays).
 // wall is from the first exec until the last one is done.
-func (d *Driver) BareRestores(ctx context.Context, snap vmm.Snapshot, n int, answer func(context.Context, net.Conn) error) (each []vmm.RestoreTime, wall time.Duration, err error) {
+func (d *Driver) BareRestores(ctx context.Context, snap vmm.Snapshot, n int, answer vmm.FloorAnswer) (each []vmm.RestoreTime, wall time.Duration, err error) {
 	if n < 1 {
 		return nil, 0, fmt.Errorf("bare restores: n must be at least 1, not %d", n)
 	}
@@ -102,7 +102,7 @@ func (d *Driver) BareRestores(ctx context.Context, snap vmm.Snapshot, n int, ans
 // reports it running (or answer returned). On error the returned VM, if any, is
 // still to be killed. It owns uid (as start does): released on failure
 // or when the VM ends.
-func (d *Driver) bareRestore(ctx context.Context, snap vmm.Snapshot, id string, uid int, answer func(context.Context, net.Conn) error) (_ *vm, _ vmm.RestoreTime, err error) {
+func (d *Driver) bareRestore(ctx context.Context, snap vmm.Snapshot, id string, uid int, answer vmm.FloorAnswer) (_ *vm, _ vmm.RestoreTime, err error) {
 	started := false
 	defer func() {
 		if err != nil && !started {
@@ -153,9 +153,9 @@ func (d *Driver) bareRestore(ctx context.Context, snap vmm.Snapshot, id string, 
 		}
 		defer agent.Close()
 	}
+	var direct net.Conn
 	if snap.Machine.DirectPort {
-		direct, err := v.DirectConn(ctx)
-		if err != nil {
+		if direct, err = v.DirectConn(ctx); err != nil {
 			return v, vmm.RestoreTime{}, fmt.Errorf("connect direct socket: %w", err)
 		}
 		defer direct.Close()
@@ -171,7 +171,7 @@ func (d *Driver) bareRestore(ctx context.Context, snap vmm.Snapshot, id string, 
 		return v, vmm.RestoreTime{}, err
 	}
 	if answer != nil {
-		if err := answer(ctx, agent); err != nil {
+		if err := answer(ctx, agent, direct); err != nil {
 			return v, vmm.RestoreTime{}, fmt.Errorf("the guest's first answer: %w", err)
 		}
 		return v, done(), nil

@@ -53,7 +53,7 @@ func TestBareRestoresUntilTheGuestAnswers(t *testing.T) {
 	d := newDriver(t, dir)
 	var mu sync.Mutex
 	answered := 0
-	answer := func(ctx context.Context, c net.Conn) error {
+	answer := func(ctx context.Context, c, _ net.Conn) error {
 		cl, _, err := guestconn.NewConn(c).Handshake(ctx)
 		if err != nil {
 			return err
@@ -77,7 +77,7 @@ func TestBareRestoresUntilTheGuestAnswers(t *testing.T) {
 		}
 	}
 	// A guest that never answers is an error, not a floor.
-	_, _, err = d.BareRestores(context.Background(), s, 1, func(ctx context.Context, c net.Conn) error {
+	_, _, err = d.BareRestores(context.Background(), s, 1, func(ctx context.Context, c, _ net.Conn) error {
 		return errors.New("no answer")
 	})
 	if err == nil || !strings.Contains(err.Error(), "no answer") {
