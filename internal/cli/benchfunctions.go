@@ -90,7 +90,12 @@ type functionsBenchResult struct {
 	FnNodeShimFloorP50   float64 `json:"fn_node_shim_floor_ms"`
 	FnNodeShimFloorP99   float64 `json:"fn_node_shim_floor_p99_ms"`
 	PythonAloneShimRatio float64 `json:"fn_python_fresh_alone_shim_floor_ratio"`
-	NodeAloneShimRatio   float64 `json:"fn_node_fresh_alone_shim_floor_ratio"`
+	// FnParallel20ShimFloor is 20 of the Python hello's at once, until the
+	// last shim answered: the floor under 20 fresh invocations at once
+	// (Parallel20ShimFloorRate the burst over it).
+	FnParallel20ShimFloor   float64 `json:"fn_parallel20_shim_floor_ms"`
+	Parallel20ShimFloorRate float64 `json:"fn_parallel20_shim_floor_ratio"`
+	NodeAloneShimRatio      float64 `json:"fn_node_fresh_alone_shim_floor_ratio"`
 	// Warm invocations (isolation warm, after a first call).
 	WarmP50 float64 `json:"fn_warm_p50_ms"`
 	WarmP99 float64 `json:"fn_warm_p99_ms"`
@@ -233,11 +238,12 @@ func benchFunctions(ctx context.Context, c *sdk.Client, n, cronRuns int, progres
 		res.FnNodeAnswerFloorP50 = f.LoadP50Ms
 		res.NodeFreshAnswerRatio = ratio(res.NodeFreshP50, res.FnNodeAnswerFloorP50)
 	}
-	progress("bare restores of each function's snapshot until its shim answers, 10 each (the shim floors)")
-	if f, err := c.BenchFunctionShimFloor(ctx, names["python"], 10, 0); err != nil {
+	progress("bare restores of each function's snapshot until its shim answers, 10 each and 20 of python's at once (the shim floors)")
+	if f, err := c.BenchFunctionShimFloor(ctx, names["python"], 10, 20); err != nil {
 		progress("no python shim floor: %v", err)
 	} else {
 		res.FnPythonShimFloorP50, res.FnPythonShimFloorP99 = f.LoadP50Ms, pct(f.LoadMs, 99)
+		res.FnParallel20ShimFloor = f.ParallelMs
 		res.PythonAloneShimRatio = ratio(res.PythonFreshAloneP50, res.FnPythonShimFloorP50)
 	}
 	if f, err := c.BenchFunctionShimFloor(ctx, names["node"], 10, 0); err != nil {
@@ -263,6 +269,7 @@ func benchFunctions(ctx context.Context, c *sdk.Client, n, cronRuns int, progres
 	res.Parallel20Ms = ms(time.Since(t0))
 	res.Parallel20FloorRatio = ratio(res.Parallel20Ms, res.FnParallel20Floor)
 	res.Parallel20AnswerFloorRate = ratio(res.Parallel20Ms, res.FnParallel20AnswerFloor)
+	res.Parallel20ShimFloorRate = ratio(res.Parallel20Ms, res.FnParallel20ShimFloor)
 	close(errs)
 	// Failures are counted, not fatal: on a loaded shared machine a burst
 	// can starve a VM past its ready timeout, and the run's other figures

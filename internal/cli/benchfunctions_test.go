@@ -71,7 +71,7 @@ func benchStandIn(t *testing.T, okInvokes int) (*sdk.Client, func() map[string]i
 				return
 			}
 			if req["shim"] == true {
-				w.Write([]byte(`{"function":"x","accel":"tcg","answer":true,"shim":true,"restore_p50_ms":45,"load_p50_ms":20,"load_ms":[18,20,25]}`))
+				w.Write([]byte(`{"function":"x","accel":"tcg","answer":true,"shim":true,"restore_p50_ms":45,"load_p50_ms":20,"load_ms":[18,20,25],"parallel_ms":700}`))
 				return
 			}
 			if req["answer"] == true {
@@ -128,7 +128,8 @@ func TestBenchFunctionsPlumbing(t *testing.T) {
 	}
 	// The shim floors, one per runtime: the load until the shim answered.
 	if res.FnPythonShimFloorP50 != 20 || res.FnNodeShimFloorP50 != 20 || res.FnNodeShimFloorP99 != 25 ||
-		res.PythonAloneShimRatio != res.PythonFreshAloneP50/20 || res.NodeAloneShimRatio != res.NodeFreshAloneP50/20 {
+		res.PythonAloneShimRatio != res.PythonFreshAloneP50/20 || res.NodeAloneShimRatio != res.NodeFreshAloneP50/20 ||
+		res.FnParallel20ShimFloor != 700 || res.Parallel20ShimFloorRate != res.Parallel20Ms/700 {
 		t.Fatalf("function shim floors: %+v", res)
 	}
 	// 4 plain creates (the floor), each killed; 3 deploys and 2×5 more; 4 python + 4
