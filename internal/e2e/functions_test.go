@@ -68,16 +68,20 @@ def handler(event, context):
 
 const nodeESM = `import crypto from "node:crypto";
 import fs from "node:fs";
+import { promisify } from "node:util";
 let count = 0;
 export async function handler(event, context) {
   count += 1;
   console.log("node log line");
   const key = crypto.generateKeyPairSync("ed25519").publicKey.export({ type: "spki", format: "der" }).toString("hex");
+  // and one made in libuv's thread pool: that thread's own generator
+  const pair = await promisify(crypto.generateKeyPair)("ed25519");
+  const asyncKey = pair.publicKey.export({ type: "spki", format: "der" }).toString("hex");
   const rand = Buffer.alloc(16); // the kernel's RNG itself, not the shim's redirect of crypto
   const fd = fs.openSync("/dev/urandom", "r");
   fs.readSync(fd, rand);
   fs.closeSync(fd);
-  return { hello: event.name, count, invocation: context.invocationId, style: "esm", now: Date.now(), key,
+  return { hello: event.name, count, invocation: context.invocationId, style: "esm", now: Date.now(), key, asyncKey,
            rand: rand.toString("hex"), generation: fs.readFileSync("/run/pandastack/generation", "utf8").trim() };
 }
 `
@@ -395,10 +399,11 @@ func TestFunctions(t *testing.T) {
 				if fc.style == "esm" {
 					rand, _ := m["rand"].(string)
 					gen, _ := m["generation"].(string)
-					if len(rand) != 32 || keys[rand] || len(gen) != 32 || keys[gen] {
-						t.Fatalf("%s invocation %d: kernel random %q, generation token %q: want both new", fc.name, i, rand, gen)
+					asyncKey, _ := m["asyncKey"].(string)
+					if len(rand) != 32 || keys[rand] || len(gen) != 32 || keys[gen] || asyncKey == "" || keys[asyncKey] {
+						t.Fatalf("%s invocation %d: kernel random %q, generation token %q, thread pool's key %q: want each new", fc.name, i, rand, gen, asyncKey)
 					}
-					keys[rand], keys[gen] = true, true
+					keys[rand], keys[gen], keys[asyncKey] = true, true, true
 				}
 				eventually(t, 10*time.Second, fc.name+"'s VM greeted by the shim (hello=shim in the server's log)", func() bool {
 					return strings.Contains(strings.Join(main.logLines("invocation="+r.InvocationID), "\n"), "hello=shim")

@@ -118,9 +118,10 @@ func warmUp(ctx context.Context, g pandastack.Guest) error {
 // further than that interval and the shim draws from the generators, so
 // each one's last reseed lies in that past; the snapshot is taken so,
 // every restore steps the clock to the host's, and the first draw in a
-// clone reseeds from the kernel's RNG, itself reseeded at the restore.
-// The shim draws once before each call (shim.mjs), so the primary
-// generator is reseeded before any thread's generator is used.
+// clone reseeds from the kernel's RNG, itself reseeded at the restore:
+// a thread's generator takes its seed from the primary one, which checks
+// its own age first (shim.mjs has why that draw always comes after the
+// clock step and the kernel's reseed).
 func staleGenerators(ctx context.Context, g pandastack.Guest, runtime string) error {
 	if runtime != RuntimeNode {
 		return nil

@@ -34,16 +34,20 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 // OpenSSL's own uses (key generation, primes, TLS handshakes) stay on its
 // generators: the deploy leaves their last reseed hours in the past
 // (functions.staleGenerators), so the first draw in a clone reseeds them
-// from the kernel's RNG, and drawOpenSSL makes that draw before each call.
+// from the kernel's RNG. That draw comes after the clock is the host's
+// and the kernel's RNG reseeded (the hello's part, or the agent's hello
+// and waitClock): OpenSSL checks a generator's age at each draw, a
+// thread's generator asks the primary one for its seed, and the primary
+// checks its own age first, so no draw in a clone is made from the
+// snapshot's state. No draw is made here before a call: a handler that
+// makes no key pays nothing (it cost a call 10-30 ms under TCG).
 const opensslFill = crypto.randomFillSync; // OpenSSL's, before the override below
 const one = Buffer.alloc(1);
-// drawOpenSSL draws from OpenSSL's public generator (after a restore, the
-// draw that reseeds the primary one, so no thread's generator reseeds
-// from its old state) and, with priv, from the private one too (key
-// generation).
-function drawOpenSSL(priv) {
+// drawOpenSSL draws from OpenSSL's public and private generators (the
+// latter by a key's generation): the deploy's, with the clock stepped back.
+function drawOpenSSL() {
   opensslFill(one);
-  if (priv) crypto.generateKeyPairSync("ed25519");
+  crypto.generateKeyPairSync("ed25519");
 }
 const urandom = fs.openSync("/dev/urandom", "r");
 // fill fills buf (an ArrayBuffer or a view of one) from the kernel's RNG:
@@ -304,12 +308,11 @@ async function invoke(line, req) {
     if (body.warmup) return warmup(body);
     if (body.load) return await loadRequest(body.load);
     if (body.openssl) {
-      drawOpenSSL(true); // the deploy's, with the clock stepped back
+      drawOpenSSL();
       return JSON.stringify({ ok: true, result: null, logs: "" });
     }
     if (!handler) throw new LoadError("no handler is loaded");
     await waitClock(body.now_ms);
-    drawOpenSSL(false);
     const result = await handler(body.event, context(body.context ?? {}));
     return JSON.stringify({ ok: true, result: result === undefined ? null : result, logs, ...seeded });
   } catch (e) {
