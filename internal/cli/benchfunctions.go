@@ -90,12 +90,12 @@ type functionsBenchResult struct {
 	FnNodeShimFloorP50   float64 `json:"fn_node_shim_floor_ms"`
 	FnNodeShimFloorP99   float64 `json:"fn_node_shim_floor_p99_ms"`
 	PythonAloneShimRatio float64 `json:"fn_python_fresh_alone_shim_floor_ratio"`
+	NodeAloneShimRatio   float64 `json:"fn_node_fresh_alone_shim_floor_ratio"`
 	// FnParallel20ShimFloor is 20 of the Python hello's at once, until the
 	// last shim answered: the floor under 20 fresh invocations at once
 	// (Parallel20ShimFloorRate the burst over it).
 	FnParallel20ShimFloor   float64 `json:"fn_parallel20_shim_floor_ms"`
 	Parallel20ShimFloorRate float64 `json:"fn_parallel20_shim_floor_ratio"`
-	NodeAloneShimRatio      float64 `json:"fn_node_fresh_alone_shim_floor_ratio"`
 	// Warm invocations (isolation warm, after a first call).
 	WarmP50 float64 `json:"fn_warm_p50_ms"`
 	WarmP99 float64 `json:"fn_warm_p99_ms"`

@@ -64,7 +64,7 @@ func runDoctor(ctx context.Context, s *streams, args []string) int {
 	agent, err := server.FindAgent()
 	check("pandastack-guest", err == nil, errOr(err, agent))
 	if err == nil {
-		addon := filepath.Join(filepath.Dir(agent), server.NodeHelloName)
+		addon := server.NodeHelloPath(agent)
 		if _, err := os.Stat(addon); err == nil {
 			note("node function hello addon", addon)
 		} else {

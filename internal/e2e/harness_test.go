@@ -79,8 +79,7 @@ func run(m *testing.M) (int, error) {
 	}
 	// The Node shim's hello addon, beside the agent (as scripts/setup
 	// builds it): fresh Node invocations do the restore's hello in the shim.
-	cmd := exec.Command("gcc", "-shared", "-fPIC", "-O2", "-fvisibility=hidden", "-o",
-		filepath.Join(binDir, "pandastack-node-hello.node"), "../functions/shim/hello.c")
+	cmd := exec.Command("../../scripts/build-node-hello", filepath.Join(binDir, "pandastack-node-hello.node"))
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return 1, fmt.Errorf("build the Node hello addon: %v\n%s", err, out)
 	}

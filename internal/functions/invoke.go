@@ -218,7 +218,7 @@ func (s *Service) shimHellos(v Version) bool {
 	if _, no := s.helloless.Load(v.SnapshotID); no {
 		return false
 	}
-	return v.Runtime == RuntimePython || (v.Runtime == RuntimeNode && s.shims.nodeHello())
+	return v.Runtime == RuntimePython || (v.Runtime == RuntimeNode && s.shims.nodeHello)
 }
 
 // noteHello says who greeted a call's guest after its restore, "shim" or

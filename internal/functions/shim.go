@@ -29,37 +29,40 @@ const (
 // the Node shim's hello addon. hash names the set: a new set needs new
 // runtime bases.
 type shimSet struct {
-	names []string
-	files map[string][]byte
-	hash  string
+	files     []shimFile
+	nodeHello bool // the Node shim can do the hello's part
+	hash      string
+}
+
+type shimFile struct {
+	name string
+	body []byte
 }
 
 func newShimSet(nodeHello []byte) shimSet {
-	set := shimSet{files: map[string][]byte{}}
-	h := sha256.New()
+	var set shimSet
 	for _, name := range []string{"shim.py", "shim.mjs"} {
 		body, err := shimFS.ReadFile("shim/" + name)
 		if err != nil {
 			panic("embedded shim " + name + ": " + err.Error())
 		}
-		set.names, set.files[name] = append(set.names, name), body
-		h.Write(body)
+		set.files = append(set.files, shimFile{name, body})
 	}
-	if len(nodeHello) > 0 {
-		set.names, set.files[nodeHelloFile] = append(set.names, nodeHelloFile), nodeHello
-		h.Write(nodeHello)
+	if set.nodeHello = len(nodeHello) > 0; set.nodeHello {
+		set.files = append(set.files, shimFile{nodeHelloFile, nodeHello})
+	}
+	h := sha256.New()
+	for _, f := range set.files {
+		h.Write(f.body)
 	}
 	set.hash = hex.EncodeToString(h.Sum(nil))
 	return set
 }
 
-// nodeHello says whether the set's Node shim can do the hello's part.
-func (set shimSet) nodeHello() bool { return set.files[nodeHelloFile] != nil }
-
 // add writes the set into tw, entries under shimDir.
 func (set shimSet) add(tw *tar.Writer) error {
-	for _, name := range set.names {
-		body := set.files[name]
+	for _, f := range set.files {
+		name, body := f.name, f.body
 		if err := tw.WriteHeader(&tar.Header{Name: shimDir[1:] + "/" + name, Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg}); err != nil {
 			return fmt.Errorf("pack shim %s: %w", name, err)
 		}

@@ -26,8 +26,9 @@ import (
 type Restorer interface {
 	// BareRestores restores snap n times at once with no network, and
 	// ends them: each one's time to running (or, with answer, until
-	// answer, given the VM's agent socket, returned), from exec and from
-	// the state's load, and the time until the last one was done.
+	// answer, given the VM's agent socket and direct port, returned),
+	// from exec and from the state's load, and the time until the last
+	// one was done.
 	BareRestores(ctx context.Context, snap vmm.Snapshot, n int, answer vmm.FloorAnswer) ([]vmm.RestoreTime, time.Duration, error)
 	// Processes maps every VM id with a live process to its pid.
 	Processes() (map[string]int, error)

@@ -36,10 +36,15 @@ func (s *Server) openFunctions(ctx context.Context) error {
 // scripts/setup beside pandastack-guest (functions.Config.NodeHelloAddon).
 const NodeHelloName = "pandastack-node-hello.node"
 
+// NodeHelloPath is where the addon is for the guest agent at agentPath.
+func NodeHelloPath(agentPath string) string {
+	return filepath.Join(filepath.Dir(agentPath), NodeHelloName)
+}
+
 // nodeHelloAddon reads the addon from beside the guest agent; without it
 // fresh Node invocations wait for the agent's hello.
 func (s *Server) nodeHelloAddon() []byte {
-	p := filepath.Join(filepath.Dir(s.cfg.AgentPath), NodeHelloName)
+	p := NodeHelloPath(s.cfg.AgentPath)
 	b, err := os.ReadFile(p)
 	if err != nil {
 		s.log.Warn("no Node hello addon: fresh Node function invocations wait for the guest agent's hello (scripts/setup builds it)", "path", p, "err", err)

@@ -21,7 +21,7 @@
 // template whose user is not root gets -EPERM and the host has the agent
 // do it.
 //
-// Built by scripts/setup: gcc -shared -fPIC -O2 -o bin/pandastack-node-hello.node.
+// Built by scripts/build-node-hello (scripts/setup runs it).
 #include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
